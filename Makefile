@@ -1,0 +1,41 @@
+# Every target sets itself up first: a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: setup test unit integration lint demo clean
+
+setup: $(STAMP)
+	@$(BIN)/ferry local provision
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	@command -v java >/dev/null || { echo "need Java 17 (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@command -v mvn >/dev/null || { echo "need Maven (apt-get install maven)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+test: setup lint
+	$(BIN)/pytest
+
+unit: setup
+	$(BIN)/pytest tests/unit
+
+integration: setup
+	$(BIN)/pytest tests/integration
+
+lint: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+demo: setup
+	$(BIN)/ferry demo
+
+clean:
+	rm -rf $(VENV) .ferry-local .ferry-demo .pytest_cache .mypy_cache .ruff_cache

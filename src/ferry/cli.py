@@ -1,0 +1,127 @@
+"""The `ferry` command line. Thin: parse options, call the library, print, pick the exit code.
+
+Errors ferry raises on purpose (FerryError) are printed as one clear message and exit 1;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ferry.errors import FerryError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="ferry: Kafka cross-datacenter replication and disaster recovery, on Apache Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, for trying ferry.")
+app.add_typer(local_app, name="local")
+
+out = Console()
+err = Console(stderr=True)
+
+ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
+DirOption = Annotated[
+    Path | None,
+    typer.Option("--dir", help="Where clusters keep data and logs [default: ./.ferry-local]"),
+]
+
+
+@local_app.command("up")
+def local_up(
+    clusters: Annotated[str, typer.Option(help="Comma-separated cluster aliases")] = "A,B",
+    directory: DirOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {alias: bootstrap} only")] = False,
+    broker_settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Broker setting KEY=VALUE for all clusters, or ALIAS:KEY=VALUE for one "
+            "(values may use {port} and {controller_port}). Repeatable.",
+        ),
+    ] = None,
+    heap: Annotated[str, typer.Option(help="JVM heap per broker")] = "512m",
+) -> None:
+    """Start one single-node Kafka cluster per alias and wait until each answers."""
+    from ferry.local import clusters as local
+
+    aliases = [a.strip() for a in clusters.split(",") if a.strip()]
+    overrides = local.parse_broker_overrides(broker_settings or [], aliases)
+    started = local.up(aliases, directory, overrides, heap=heap)
+    if as_json:
+        print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
+        return
+    for alias, broker in started.items():
+        out.print(f"cluster [bold]{alias}[/]: {broker.bootstrap}  (pid {broker.pid})")
+    out.print(f"stop them with: ferry local down --dir {Path(directory or local.default_dir())}")
+
+
+@local_app.command("down")
+def local_down(
+    directory: DirOption = None,
+    keep_data: Annotated[bool, typer.Option(help="Keep data and logs")] = False,
+) -> None:
+    """Stop exactly the brokers `ferry local up` started in DIR."""
+    from ferry.local import clusters as local
+
+    stopped = local.down(directory, keep_data=keep_data)
+    out.print(f"stopped: {', '.join(stopped)}" if stopped else "no running local clusters")
+
+
+@local_app.command("provision")
+def local_provision() -> None:
+    """Fetch the pinned Apache Kafka jars from Maven Central into the cache (once)."""
+    from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
+
+    home = ensure_kafka(quiet=False)
+    out.print(f"Apache Kafka {KAFKA_VERSION}: {home}")
+
+
+@app.command()
+def validate(config: ConfigOption) -> None:
+    """Check a config file and print what ferry will do with it."""
+    from ferry.config import load_config
+
+    cfg = load_config(config)
+    for key in cfg.ignored_keys:
+        err.print(f"[yellow]note[/]: {config}: key '{key}' is MirrorMaker/Connect-only; ignored")
+    out.print(f"{config}: valid")
+    out.print(
+        f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"
+    )
+    for flow in cfg.flows:
+        state = "enabled" if flow.enabled else "disabled"
+        out.print(
+            f"  flow {flow.name}: {state}, policy {flow.policy.kind}, topics {list(flow.topics)}, "
+            f"exactly-once {'on' if flow.exactly_once else 'off'}"
+        )
+    out.print(f"  state dir: {cfg.state_dir}")
+
+
+@app.command()
+def demo(
+    directory: DirOption = None,
+    keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,
+) -> None:
+    """Two local clusters and a guided tour."""
+    from ferry.demo import run_demo
+
+    run_demo(out, directory or Path(".ferry-demo"), keep=keep)
+
+
+def main() -> None:
+    try:
+        app()
+    except FerryError as exc:
+        err.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)

@@ -1,0 +1,98 @@
+"""`ferry demo`: two real local clusters, a record written to and read back from each.
+
+Replication joins the tour once the engine lands; for now the demo proves the ground works:
+real brokers on this machine, keys, headers and timestamps going in and coming back out.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ferry.local import clusters as local
+
+__all__ = ["run_demo"]
+
+
+def _round_trip(bootstrap: str, topic: str, key: bytes, value: bytes) -> tuple[object, ...]:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value=value, key=key, headers=[("source", b"demo")])
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"record to {topic} on {bootstrap} was not acknowledged")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ferry-demo-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                return (
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    msg.headers(),
+                )
+        raise RuntimeError(f"record produced to {topic} on {bootstrap} was not read back in 30 s")
+    finally:
+        consumer.close()
+
+
+def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
+    console.rule("[bold]ferry demo[/]")
+    console.print(
+        "Starting two independent Apache Kafka clusters, [bold]A[/] and [bold]B[/], on "
+        "127.0.0.1. Each is a real broker+controller (KRaft) JVM, as a datacenter would run."
+    )
+    started = time.monotonic()
+    brokers = local.up(["A", "B"], directory)
+    console.print(f"Both answered in {time.monotonic() - started:.1f} s.\n")
+    try:
+        table = Table(title="one record written to and read back from each cluster")
+        for column in (
+            "cluster",
+            "bootstrap",
+            "topic",
+            "partition",
+            "offset",
+            "key",
+            "value",
+            "headers",
+        ):
+            table.add_column(column)
+        for alias, broker in brokers.items():
+            topic = f"demo-orders-{uuid.uuid4().hex[:6]}"
+            record = _round_trip(
+                broker.bootstrap, topic, b"order-1", f"hello from {alias}".encode()
+            )
+            table.add_row(alias, broker.bootstrap, *(str(x) for x in record))
+        console.print(table)
+        console.print(
+            "\nWhat you saw: each cluster stored the record with its key and headers and gave it "
+            "back from offset 0. Replication from A to B (ferry run) builds on exactly this.\n"
+        )
+    finally:
+        if keep:
+            console.print(
+                f"Clusters left running; stop them with: ferry local down --dir {directory}"
+            )
+        else:
+            local.down(directory)
+            console.print("Clusters stopped; no process or port left behind.")

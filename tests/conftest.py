@@ -1,0 +1,65 @@
+"""Session fixtures shared by every test tier.
+
+Real clusters start once per session, lazily (a unit-test run starts none), and are reused
+with a fresh topic name per test. They are stopped by pid at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Spark and the brokers talk over loopback only; Python workers use this interpreter.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from ferry.local import clusters as local
+from ferry.local.broker import BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+    """Two independent single-node KRaft clusters, A and B, for the whole session."""
+    directory = tmp_path_factory.mktemp("kafka")
+    brokers = local.up(["A", "B"], directory)
+    try:
+        yield brokers
+    finally:
+        local.down(directory, keep_data=True)
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses: clusters are shared across the session."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40]
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A small deterministic local Spark: 2 cores, no UI, few shuffle partitions."""
+    from pyspark.sql import SparkSession
+
+    warehouse: Path = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("ferry-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
+        .config("spark.local.dir", str(warehouse / "tmp"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()

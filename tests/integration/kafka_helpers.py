@@ -1,0 +1,86 @@
+"""Small real-client helpers for integration tests: create, produce, read back by polling."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Rec:
+    """What a test compares: everything of a record that replication must keep."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)
+    admin.create_topics([new])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, records: list[Rec]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    failures: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for r in records:
+        producer.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            partition=r.partition,
+            timestamp=r.timestamp,
+            headers=list(r.headers),
+            on_delivery=on_delivery,
+        )
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0 and not failures, f"{remaining} unacknowledged, errors: {failures}"
+
+
+def read_all(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0
+) -> list[Rec]:
+    """Read every partition from the beginning until `expected` records arrived or time is up."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[Rec] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append(
+                Rec(
+                    msg.partition(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    msg.timestamp()[1],
+                )
+            )
+    finally:
+        consumer.close()
+    assert len(out) == expected, f"read {len(out)} of {expected} records from {topic} in {timeout}s"
+    return out
