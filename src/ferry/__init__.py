@@ -1,0 +1,9 @@
+"""ferry: Kafka cross-datacenter replication and disaster recovery, on Apache Spark.
+
+Importing `ferry`, `ferry.config`, `ferry.policy` or `ferry.errors` never imports PySpark:
+applications that only need failover offsets use them as a small client library.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -94,7 +94,11 @@ def validate(config: ConfigOption) -> None:
 
     cfg = load_config(config)
     for key in cfg.ignored_keys:
-        err.print(f"[yellow]note[/]: {config}: key '{key}' is MirrorMaker/Connect-only; ignored")
+        err.print(
+            f"[yellow]note[/]: {config}: key '{key}' only matters to MirrorMaker, "
+            "Kafka Connect or Java clients; ignored",
+            soft_wrap=True,
+        )
     out.print(f"{config}: valid")
     out.print(
         f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"

@@ -18,7 +18,12 @@ from ferry.local import clusters as local
 __all__ = ["run_demo"]
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
 def _round_trip(bootstrap: str, topic: str, key: bytes, value: bytes) -> tuple[object, ...]:
+    """Create `topic`, produce one record with acks=all, and read it back."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -42,13 +47,15 @@ def _round_trip(bootstrap: str, topic: str, key: bytes, value: bytes) -> tuple[o
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
+                raw = msg.headers() or []
+                pairs = raw.items() if isinstance(raw, dict) else raw
+                headers = ", ".join(f"{k}={_text(v)}" for k, v in pairs)
                 return (
-                    msg.topic(),
                     msg.partition(),
                     msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    msg.headers(),
+                    _text(msg.key()),
+                    _text(msg.value()),
+                    headers,
                 )
         raise RuntimeError(f"record produced to {topic} on {bootstrap} was not read back in 30 s")
     finally:
@@ -82,7 +89,7 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
             record = _round_trip(
                 broker.bootstrap, topic, b"order-1", f"hello from {alias}".encode()
             )
-            table.add_row(alias, broker.bootstrap, *(str(x) for x in record))
+            table.add_row(alias, broker.bootstrap, topic, *(str(x) for x in record))
         console.print(table)
         console.print(
             "\nWhat you saw: each cluster stored the record with its key and headers and gave it "

@@ -1,0 +1,172 @@
+"""Which keys ferry knows, what they mean and how their values are read (pure tables).
+
+Flow keys keep MirrorMaker 2's names and defaults (Kafka 4.1.1's MirrorConnectorConfig family);
+each may be set for every flow (`topics = ...`) or one flow (`A->B.topics = ...`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = [
+    "FILTER_CLASS_KEYS",
+    "FLOW_KEYS",
+    "IGNORED_KEYS",
+    "IGNORED_PREFIXES",
+    "INHERITED_CLIENT_PREFIXES",
+    "JAVA_CLIENT_KEYS",
+    "JAVA_ONLY_CLIENT_KEYS",
+    "POLICY_CLASSES",
+    "Kind",
+]
+
+
+class Kind(Enum):
+    BOOL = "boolean"
+    INT = "integer"
+    INTERVAL = "interval"  # seconds; a negative value turns the task off, as in MM2
+    REGEX_LIST = "regex list"
+    EOS = "exactly-once mode"
+    REPLICATION_FACTOR = "replication factor"
+
+
+# key -> (FlowConfig field, kind). `enabled` only makes sense per flow (`A->B.enabled`).
+FLOW_KEYS: dict[str, tuple[str, Kind]] = {
+    "enabled": ("enabled", Kind.BOOL),
+    "topics": ("topics", Kind.REGEX_LIST),
+    "topics.exclude": ("topics_exclude", Kind.REGEX_LIST),
+    "topics.blacklist": ("topics_exclude", Kind.REGEX_LIST),  # MM2's deprecated name
+    "groups": ("groups", Kind.REGEX_LIST),
+    "groups.exclude": ("groups_exclude", Kind.REGEX_LIST),
+    "groups.blacklist": ("groups_exclude", Kind.REGEX_LIST),
+    "offset.lag.max": ("offset_lag_max", Kind.INT),
+    "refresh.topics.enabled": ("refresh_topics_enabled", Kind.BOOL),
+    "refresh.topics.interval.seconds": ("refresh_topics_interval_seconds", Kind.INTERVAL),
+    "refresh.groups.enabled": ("refresh_groups_enabled", Kind.BOOL),
+    "refresh.groups.interval.seconds": ("refresh_groups_interval_seconds", Kind.INTERVAL),
+    "sync.topic.configs.enabled": ("sync_topic_configs_enabled", Kind.BOOL),
+    "sync.topic.configs.interval.seconds": ("sync_topic_configs_interval_seconds", Kind.INTERVAL),
+    "sync.topic.acls.enabled": ("sync_topic_acls_enabled", Kind.BOOL),
+    "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", Kind.INTERVAL),
+    "emit.checkpoints.enabled": ("emit_checkpoints_enabled", Kind.BOOL),
+    "emit.checkpoints.interval.seconds": ("emit_checkpoints_interval_seconds", Kind.INTERVAL),
+    "sync.group.offsets.enabled": ("sync_group_offsets_enabled", Kind.BOOL),
+    "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", Kind.INTERVAL),
+    "emit.heartbeats.enabled": ("emit_heartbeats_enabled", Kind.BOOL),
+    "emit.heartbeats.interval.seconds": ("emit_heartbeats_interval_seconds", Kind.INTERVAL),
+    "config.properties.exclude": ("config_properties_exclude", Kind.REGEX_LIST),
+    "config.properties.blacklist": ("config_properties_exclude", Kind.REGEX_LIST),
+    "exactly.once.source.support": ("exactly_once_source_support", Kind.EOS),
+    "replication.factor": ("replication_factor", Kind.REPLICATION_FACTOR),
+    "heartbeats.topic.replication.factor": (
+        "heartbeats_topic_replication_factor",
+        Kind.REPLICATION_FACTOR,
+    ),
+    "checkpoints.topic.replication.factor": (
+        "checkpoints_topic_replication_factor",
+        Kind.REPLICATION_FACTOR,
+    ),
+    "offset-syncs.topic.replication.factor": (
+        "offset_syncs_topic_replication_factor",
+        Kind.REPLICATION_FACTOR,
+    ),
+}
+
+POLICY_KEYS = ("replication.policy.class", "replication.policy.separator", "topic.rename.format")
+
+# replication.policy.class values ferry implements, by every name a file may use.
+POLICY_CLASSES: dict[str, str] = {
+    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "prefix",
+    "DefaultReplicationPolicy": "prefix",
+    "default": "prefix",
+    "prefix": "prefix",
+    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "identity",
+    "IdentityReplicationPolicy": "identity",
+    "identity": "identity",
+    "rename": "rename",
+}
+
+# MM2's pluggable filters: ferry implements the default ones (regex lists) and nothing else.
+FILTER_CLASS_KEYS: dict[str, str] = {
+    "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+    "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+    "config.property.filter.class": "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+}
+
+# Keys that configure Kafka Connect or MM2's own machinery; ferry has no equivalent to set, so
+# MM2 files that carry them load unchanged and `ferry validate` lists them as ignored.
+IGNORED_KEYS = frozenset(
+    {
+        "tasks.max",
+        "dedicated.mode.enable.internal.rest",
+        "emit.offset-syncs.enabled",
+        "offset-syncs.topic.location",
+        "consumer.poll.timeout.ms",
+        "admin.timeout.duration.ms",
+        "add.source.alias.to.metrics",
+        "metric.reporters",
+        "replication.policy.internal.topic.separator.enabled",
+        "sync.topic.acls.filter.class",
+        "forwarding.admin.class",
+        "plugin.path",
+        "group.id",
+    }
+)
+IGNORED_PREFIXES = (
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "offset.storage.",
+    "config.storage.",
+    "status.storage.",
+    "offset.flush.",
+    "listeners",
+    "rest.",
+    "admin.listeners",
+    "producer.override.",
+    "consumer.override.",
+    "admin.override.",
+    "connector.client.config.override.policy",
+    "exactly.once.support",
+)
+
+# Top-level client settings MM2 copies into every cluster (MirrorClientConfig's security keys).
+INHERITED_CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+
+# Java client keys librdkafka spells differently or does not have, with what to use instead.
+JAVA_CLIENT_KEYS: dict[str, str] = {
+    "ssl.truststore.location": "ssl.ca.location (a PEM file of CA certificates)",
+    "ssl.truststore.password": "nothing: PEM CA files in ssl.ca.location need no password",
+    "ssl.truststore.type": "ssl.ca.location with a PEM file",
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.type": "ssl.keystore.location with a PKCS#12 file, or "
+    "ssl.certificate.location + ssl.key.location (PEM)",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+    "ssl.enabled.protocols": "nothing: librdkafka negotiates TLS 1.2 or newer",
+    "ssl.protocol": "nothing: librdkafka negotiates TLS 1.2 or newer",
+    "ssl.trustmanager.algorithm": "ssl.ca.location",
+    "ssl.keymanager.algorithm": "ssl.keystore.location",
+    "sasl.client.callback.handler.class": "sasl.username/sasl.password or sasl.oauthbearer.*",
+    "sasl.login.callback.handler.class": "sasl.oauthbearer.method=oidc with sasl.oauthbearer.*",
+    "sasl.login.class": "sasl.mechanism with librdkafka's built-in logins",
+}
+
+# Java client keys with no meaning for ferry's librdkafka clients; ignored with a note.
+JAVA_ONLY_CLIENT_KEYS = frozenset(
+    {
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "buffer.memory",
+        "interceptor.classes",
+        "default.api.timeout.ms",
+        "auto.include.jmx.reporter",
+        "metrics.recording.level",
+        "metrics.num.samples",
+        "metrics.sample.window.ms",
+        "partitioner.class",
+        "exclude.internal.topics",
+    }
+)

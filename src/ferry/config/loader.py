@@ -1,0 +1,341 @@
+"""Entries (from either file format) to a FerryConfig, with MM2's meaning and defaults.
+
+Key resolution, in order: `clusters`; `spark.*`; `ferry.state.dir`; `<src>-><dst>.<flow key>`;
+`<alias>.<client key>` (with `consumer.`/`producer.`/`admin.` roles); top-level flow keys
+(defaults for every flow); top-level security keys (inherited by every cluster); keys MM2 or
+Kafka Connect need and ferry does not (collected as ignored). Anything else is an error with a
+"did you mean". Every error names the file, line, key, bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ferry.config.clients import check_client_key, check_safety, translate_jaas
+from ferry.config.entries import Entry, read_entries
+from ferry.config.keys import (
+    FILTER_CLASS_KEYS,
+    FLOW_KEYS,
+    IGNORED_KEYS,
+    IGNORED_PREFIXES,
+    INHERITED_CLIENT_PREFIXES,
+    POLICY_CLASSES,
+    POLICY_KEYS,
+    Kind,
+)
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
+from ferry.errors import ConfigError, UnsafeConfigError
+from ferry.policy import policy_for
+
+__all__ = ["load_config", "parse_entries"]
+
+_ALIAS = re.compile(r"[A-Za-z0-9_-]+")
+_FLOW_PREFIX = re.compile(r"^(?P<source>[^.\s]+?)->(?P<target>[^.\s]+)\.(?P<rest>.+)$")
+_ROLES = ("consumer", "producer", "admin")
+_EOS_MODES = ("disabled", "preparing", "enabled")
+_OWN_PREFIXES = ("spark", "ferry", "clusters")
+
+
+def load_config(path: str | Path) -> FerryConfig:
+    """Read a `ferry.yaml` or MM2 `.properties` file; raise ConfigError on anything wrong."""
+    path = Path(path)
+    return parse_entries(read_entries(path), file=str(path), base_dir=path.resolve().parent)
+
+
+def parse_entries(
+    entries: Iterable[Entry], *, file: str | None = None, base_dir: Path | None = None
+) -> FerryConfig:
+    """Build the model from flat entries; `base_dir` anchors relative paths (the file's dir)."""
+    return _Builder(list(entries), file, base_dir or Path.cwd()).build()
+
+
+class _Builder:
+    def __init__(self, entries: list[Entry], file: str | None, base_dir: Path) -> None:
+        self.file = file
+        self.base_dir = base_dir
+        self.entries: dict[str, Entry] = {}
+        for entry in entries:
+            key = entry.key.strip()
+            earlier = self.entries.get(key)
+            if earlier is not None:
+                raise self.error(
+                    Entry(key, entry.value, entry.line),
+                    f"is set twice (lines {earlier.line} and {entry.line}); keep one",
+                )
+            self.entries[key] = Entry(key, entry.value.strip(), entry.line)
+        self.ignored: list[str] = []
+
+    # --- errors ---------------------------------------------------------------------------
+
+    def error(self, entry: Entry, message: str) -> ConfigError:
+        return ConfigError(message, file=self.file, key=entry.key, line=entry.line)
+
+    def failer(self, entry: Entry) -> Callable[[str], ConfigError]:
+        return lambda message: self.error(entry, message)
+
+    # --- the whole file -------------------------------------------------------------------
+
+    def build(self) -> FerryConfig:
+        aliases = self.aliases()
+        spark: dict[str, str] = {}
+        state_dir = self.base_dir / "ferry-state"
+        flow_defaults: dict[str, Entry] = {}
+        per_flow: dict[tuple[str, str], dict[str, Entry]] = {}
+        per_cluster: dict[str, list[tuple[str, Entry]]] = {alias: [] for alias in aliases}
+        inherited: list[Entry] = []
+
+        for key, entry in self.entries.items():
+            first = key.split(".", 1)[0]
+            flow_match = _FLOW_PREFIX.match(key)
+            if key == "clusters":
+                continue
+            if key.startswith("spark."):
+                spark[key] = entry.value
+            elif key == "ferry.state.dir":
+                if not entry.value:
+                    raise self.error(entry, "is empty; give a directory for Spark checkpoints")
+                state_dir = self.base_dir / Path(entry.value).expanduser()
+            elif flow_match is not None:
+                source, target = flow_match["source"], flow_match["target"]
+                for alias in (source, target):
+                    if alias not in aliases:
+                        raise self.error(entry, self.unknown_alias(alias, aliases))
+                if source == target:
+                    raise self.error(entry, f"a flow cannot go from {source} to itself")
+                rest = flow_match["rest"]
+                if self.is_ignored(entry, rest):
+                    continue
+                if rest not in FLOW_KEYS and rest not in POLICY_KEYS:
+                    raise self.error(entry, self.unknown_key(rest, FLOW_KEYS.keys() | POLICY_KEYS))
+                per_flow.setdefault((source, target), {})[rest] = entry
+            elif first in aliases:
+                per_cluster[first].append((key[len(first) + 1 :], entry))
+            elif (key in FLOW_KEYS and key != "enabled") or key in POLICY_KEYS:
+                flow_defaults[key] = entry
+            elif key.startswith(INHERITED_CLIENT_PREFIXES):
+                inherited.append(entry)
+            elif self.is_ignored(entry, key):
+                continue
+            else:
+                raise self.error(entry, self.unknown_top_level(key, aliases))
+
+        clusters = {alias: self.cluster(alias, per_cluster[alias], inherited) for alias in aliases}
+        flows = tuple(
+            self.flow(source, target, flow_defaults, per_flow.get((source, target), {}))
+            for source in aliases
+            for target in aliases
+            if source != target
+        )
+        return FerryConfig(
+            path=Path(self.file) if self.file else None,
+            clusters=clusters,
+            flows=flows,
+            spark=spark,
+            state_dir=state_dir,
+            ignored_keys=tuple(self.ignored),
+        )
+
+    def aliases(self) -> list[str]:
+        entry = self.entries.get("clusters")
+        if entry is None:
+            raise ConfigError(
+                "has no 'clusters' key; list the cluster aliases, e.g. 'clusters = A, B'",
+                file=self.file,
+            )
+        aliases = [alias.strip() for alias in entry.value.split(",") if alias.strip()]
+        if not aliases:
+            raise self.error(entry, "is empty; list the cluster aliases, e.g. 'A, B'")
+        seen: set[str] = set()
+        for alias in aliases:
+            if not _ALIAS.fullmatch(alias):
+                raise self.error(
+                    entry,
+                    f"alias '{alias}' is not allowed; use letters, digits, '_' and '-' only",
+                )
+            if alias in _OWN_PREFIXES or any(key.startswith(alias + ".") for key in FLOW_KEYS):
+                raise self.error(entry, f"alias '{alias}' clashes with ferry's own keys")
+            if alias in seen:
+                raise self.error(entry, f"alias '{alias}' is listed twice")
+            seen.add(alias)
+        return aliases
+
+    def is_ignored(self, entry: Entry, key: str) -> bool:
+        if key in FILTER_CLASS_KEYS:
+            default = FILTER_CLASS_KEYS[key]
+            if entry.value not in (default, default.rsplit(".", 1)[-1]):
+                raise self.error(
+                    entry,
+                    f"'{entry.value}' is a custom MirrorMaker filter, which ferry cannot run; "
+                    f"allowed: {default}. Use topics/groups/config.properties.exclude instead",
+                )
+            self.ignored.append(entry.key)
+            return True
+        if key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES):
+            self.ignored.append(entry.key)
+            return True
+        return False
+
+    # --- unknown keys ---------------------------------------------------------------------
+
+    @staticmethod
+    def unknown_alias(alias: str, aliases: list[str]) -> str:
+        return f"names cluster '{alias}', which is not in clusters ({', '.join(aliases)})"
+
+    @staticmethod
+    def unknown_key(key: str, known: Iterable[str]) -> str:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.7)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"'{key}' is not a ferry or MirrorMaker 2 setting{hint}"
+
+    def unknown_top_level(self, key: str, aliases: list[str]) -> str:
+        first, _, rest = key.partition(".")
+        if "->" in first:
+            source, _, target = first.partition("->")
+            missing = source if source not in aliases else target
+            return self.unknown_alias(missing, aliases)
+        if rest and (rest == "bootstrap.servers" or rest.split(".", 1)[0] in _ROLES):
+            return self.unknown_alias(first, aliases)
+        known = [k for k in FLOW_KEYS if k != "enabled"] + list(POLICY_KEYS)
+        known += ["clusters", "ferry.state.dir", *(f"{a}.bootstrap.servers" for a in aliases)]
+        return self.unknown_key(key, known)
+
+    # --- clusters -------------------------------------------------------------------------
+
+    def cluster(
+        self, alias: str, settings: list[tuple[str, Entry]], inherited: list[Entry]
+    ) -> ClusterConfig:
+        roles: dict[str, dict[str, str]] = {"common": {}, "consumer": {}, "producer": {}}
+        roles["admin"] = {}
+        bootstrap: str | None = None
+        own = {name for name, _ in settings}
+        for entry in inherited:
+            if entry.key not in own:
+                settings.append((entry.key, entry))
+        for name, entry in settings:
+            if name == "bootstrap.servers":
+                if not entry.value:
+                    raise self.error(entry, "is empty; give host:port[,host:port...]")
+                bootstrap = entry.value
+                continue
+            if self.is_ignored(entry, name):
+                continue
+            role, _, client_key = name.partition(".")
+            if role not in _ROLES or not client_key:
+                role, client_key = "common", name
+            self.client_setting(entry, role, client_key, roles[role])
+        if bootstrap is None:
+            raise ConfigError(
+                f"cluster '{alias}' has no bootstrap servers; set {alias}.bootstrap.servers",
+                file=self.file,
+                key=f"{alias}.bootstrap.servers",
+            )
+        return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, **roles)
+
+    def client_setting(
+        self, entry: Entry, role: str, client_key: str, into: dict[str, str]
+    ) -> None:
+        fail = self.failer(entry)
+        if client_key == "sasl.jaas.config":
+            into.update(translate_jaas(entry.value, fail))
+            return
+        if not check_client_key(client_key, role, fail):
+            self.ignored.append(entry.key)
+            return
+        unsafe = check_safety(client_key, entry.value, role)
+        if unsafe is not None:
+            raise UnsafeConfigError(unsafe, file=self.file, key=entry.key, line=entry.line)
+        into[client_key] = entry.value
+
+    # --- flows ----------------------------------------------------------------------------
+
+    def flow(
+        self, source: str, target: str, defaults: dict[str, Entry], own: dict[str, Entry]
+    ) -> FlowConfig:
+        settings = {**defaults, **own}
+        fields: dict[str, Any] = {"source": source, "target": target}
+        for key, entry in settings.items():
+            if key in FLOW_KEYS:
+                field, kind = FLOW_KEYS[key]
+                fields[field] = self.value(entry, kind)
+        for field, kind in FLOW_KEYS.values():
+            # MM2: a negative interval turns the task off, like its `.enabled = false`.
+            if kind is Kind.INTERVAL and fields.get(field, 0) < 0:
+                fields[field.replace("_interval_seconds", "_enabled")] = False
+        fields["policy"] = self.policy(source, settings)
+        return FlowConfig(**fields)
+
+    def policy(self, source: str, settings: dict[str, Entry]) -> PolicySpec:
+        cls = settings.get("replication.policy.class")
+        separator = settings.get("replication.policy.separator")
+        rename = settings.get("topic.rename.format")
+        kind = "rename" if rename is not None else "prefix"
+        if cls is not None:
+            kind_of_class = POLICY_CLASSES.get(cls.value)
+            if kind_of_class is None:
+                allowed = ", ".join(POLICY_CLASSES)
+                raise self.error(
+                    cls,
+                    f"'{cls.value}' is not a replication policy ferry implements; "
+                    f"allowed: {allowed} (or set topic.rename.format)",
+                )
+            if rename is not None and kind_of_class != "rename":
+                raise self.error(
+                    rename,
+                    f"conflicts with replication.policy.class = {cls.value} "
+                    f"(line {cls.line}); set one of them, or the class to 'rename'",
+                )
+            if kind_of_class == "rename" and rename is None:
+                raise self.error(cls, "'rename' needs topic.rename.format, e.g. ${topic}.replica")
+            kind = kind_of_class
+        if separator is not None and not separator.value:
+            raise self.error(separator, "is empty; MirrorMaker 2's default is '.'")
+        spec = PolicySpec(
+            kind=kind,
+            separator=separator.value if separator is not None else ".",
+            rename_format=rename.value if rename is not None else None,
+        )
+        try:
+            policy_for(spec, source)
+        except ValueError as exc:
+            culprit = rename or separator or cls
+            assert culprit is not None, "the default policy is always valid"
+            raise self.error(culprit, str(exc)) from None
+        return spec
+
+    def value(self, entry: Entry, kind: Kind) -> object:
+        text = entry.value
+        if kind is Kind.BOOL:
+            if text.lower() not in ("true", "false"):
+                raise self.error(entry, f"'{text}' is not a boolean; allowed: true, false")
+            return text.lower() == "true"
+        if kind in (Kind.INT, Kind.INTERVAL, Kind.REPLICATION_FACTOR):
+            try:
+                number = int(text)
+            except ValueError:
+                raise self.error(entry, f"'{text}' is not a whole number") from None
+            if kind is Kind.INT and number < 0:
+                raise self.error(entry, f"'{text}' is negative; allowed: 0 or more")
+            if kind is Kind.REPLICATION_FACTOR and not (number >= 1 or number == -1):
+                raise self.error(
+                    entry, f"'{text}' is not allowed: 1 or more, or -1 for the broker default"
+                )
+            return number
+        if kind is Kind.EOS:
+            if text.lower() not in _EOS_MODES:
+                raise self.error(
+                    entry, f"'{text}' is not allowed; allowed: {', '.join(_EOS_MODES)}"
+                )
+            return text.lower()
+        patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise self.error(
+                    entry, f"'{pattern}' is not a valid regular expression: {exc}"
+                ) from None
+        return patterns

@@ -1,0 +1,127 @@
+"""The typed configuration every ferry command works from (frozen pydantic models).
+
+Files never reach code directly: `ferry.config.load_config` turns a YAML or MM2 `.properties`
+file into these models, so the rest of ferry sees one shape whatever the user wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ClusterConfig", "FerryConfig", "FlowConfig", "PolicySpec"]
+
+# Settings ferry forces on its replication clients; the loader refuses files that contradict
+# them (UnsafeConfigError), so these are never silently overridden either way.
+SAFE_CONSUMER = {"enable.auto.commit": "false", "isolation.level": "read_committed"}
+SAFE_PRODUCER = {"acks": "all", "enable.idempotence": "true"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ClusterConfig(_Frozen):
+    """One Kafka cluster: its alias and the librdkafka settings for each client role."""
+
+    alias: str
+    bootstrap_servers: str
+    common: dict[str, str] = Field(default_factory=dict)
+    consumer: dict[str, str] = Field(default_factory=dict)
+    producer: dict[str, str] = Field(default_factory=dict)
+    admin: dict[str, str] = Field(default_factory=dict)
+
+    def _merged(self, role: dict[str, str]) -> dict[str, str]:
+        return {**self.common, **role, "bootstrap.servers": self.bootstrap_servers}
+
+    def consumer_config(self) -> dict[str, str]:
+        """librdkafka consumer settings; auto commit off and read_committed, always."""
+        return {**self._merged(self.consumer), **SAFE_CONSUMER}
+
+    def producer_config(self) -> dict[str, str]:
+        """librdkafka producer settings; acks=all and idempotence, always."""
+        return {**self._merged(self.producer), **SAFE_PRODUCER}
+
+    def admin_config(self) -> dict[str, str]:
+        return self._merged(self.admin)
+
+
+class PolicySpec(_Frozen):
+    """Which replication policy names a flow's remote topics (see ferry.policy.policy_for)."""
+
+    kind: Literal["prefix", "identity", "rename"] = "prefix"
+    separator: str = "."
+    rename_format: str | None = None
+
+
+class FlowConfig(_Frozen):
+    """One direction of replication, `source->target`, with MM2's settings resolved."""
+
+    source: str
+    target: str
+    enabled: bool = False
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = (r"mm2.*\.internal", r".*\.replica", "__.*")
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
+    policy: PolicySpec = PolicySpec()
+    offset_lag_max: int = 100
+    refresh_topics_enabled: bool = True
+    refresh_topics_interval_seconds: int = 600
+    refresh_groups_enabled: bool = True
+    refresh_groups_interval_seconds: int = 600
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_seconds: int = 600
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: int = 600
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: int = 60
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: int = 60
+    emit_heartbeats_enabled: bool = True
+    emit_heartbeats_interval_seconds: int = 1
+    config_properties_exclude: tuple[str, ...] = (
+        "follower\\.replication\\.throttled\\.replicas",
+        "leader\\.replication\\.throttled\\.replicas",
+        "message\\.timestamp\\.difference\\.max\\.ms",
+        "message\\.timestamp\\.type",
+        "unclean\\.leader\\.election\\.enable",
+        "min\\.insync\\.replicas",
+    )
+    exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = "disabled"
+    replication_factor: int = 2
+    heartbeats_topic_replication_factor: int = 3
+    checkpoints_topic_replication_factor: int = 3
+    offset_syncs_topic_replication_factor: int = 3
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.exactly_once_source_support == "enabled"
+
+
+class FerryConfig(_Frozen):
+    """A whole config file: clusters, every flow between them, Spark settings, state dir."""
+
+    path: Path | None = None
+    clusters: dict[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...] = ()
+    spark: dict[str, str] = Field(default_factory=dict)
+    state_dir: Path = Path("ferry-state")
+    ignored_keys: tuple[str, ...] = ()
+
+    @property
+    def enabled_flows(self) -> tuple[FlowConfig, ...]:
+        return tuple(flow for flow in self.flows if flow.enabled)
+
+    def flow(self, source: str, target: str) -> FlowConfig:
+        """The flow `source->target`; every ordered pair of clusters has one (maybe disabled)."""
+        for candidate in self.flows:
+            if candidate.source == source and candidate.target == target:
+                return candidate
+        raise KeyError(f"{source}->{target}")

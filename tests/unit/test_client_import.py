@@ -1,0 +1,27 @@
+"""Applications that only need failover offsets import ferry without pulling in PySpark."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_client_modules_do_not_import_spark() -> None:
+    code = (
+        "import sys, ferry, ferry.config, ferry.policy, ferry.errors\n"
+        "heavy = [m for m in ('pyspark', 'py4j', 'pyarrow') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_prints_ferry_errors_as_one_message_and_exits_1() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ferry", "local", "up", "--clusters", "A", "--set", "oops"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert "error: broker setting 'oops' is not KEY=VALUE" in result.stderr
+    assert "Traceback" not in result.stderr
