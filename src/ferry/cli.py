@@ -27,8 +27,9 @@ app = typer.Typer(
 local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, for trying ferry.")
 app.add_typer(local_app, name="local")
 
-out = Console()
-err = Console(stderr=True)
+# soft_wrap: paths and keys must stay on one line, so logs and tests can grep them.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
 DirOption = Annotated[

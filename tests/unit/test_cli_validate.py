@@ -1,0 +1,41 @@
+"""`ferry validate -c FILE`: what it prints for a good file, and how it refuses a bad one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ferry", "validate", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_valid_file_is_summarised_with_its_flows_and_ignored_keys(tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "A->B.enabled = true\nA->B.topics = orders\ntasks.max = 8\n"
+    )
+    result = _validate(config)
+    assert result.returncode == 0, result.stderr
+    assert f"{config}: valid" in result.stdout
+    assert "flow A->B: enabled, policy prefix, topics ['orders']" in result.stdout
+    assert "flow B->A: disabled" in result.stdout
+    assert "key 'tasks.max' only matters to MirrorMaker" in result.stderr
+
+
+def test_an_unsafe_file_is_refused_with_exit_1_and_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "ferry.yaml"
+    config.write_text(
+        "clusters:\n  A:\n    bootstrap.servers: 127.0.0.1:1\n    producer:\n      acks: 1\n"
+    )
+    result = _validate(config)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"error: {config}:5, key 'A.producer.acks': '1' is refused" in result.stderr
