@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -13,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ferry.errors import LocalClusterError
-from ferry.local.broker import BrokerProcess, start_broker
+from ferry.local.broker import BrokerProcess, _server_properties, format_storage, start_broker
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -114,3 +115,15 @@ def test_bad_broker_setting_is_refused_before_anything_starts(tmp_path: Path) ->
     assert result.returncode == 1
     assert "names cluster 'Q', which is not one of A" in result.stderr
     assert not (tmp_path / "clusters.json").exists()
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(tmp_path: Path) -> None:
+    # One random id in 64 starts with '-'; Kafka's argparse read it as an option (seen in CI).
+    cluster_id = base64.urlsafe_b64encode(b"\xf8" + bytes(15)).decode().rstrip("=")
+    assert cluster_id.startswith("-")
+    properties = tmp_path / "server.properties"
+    props = _server_properties(tmp_path, 9, 10, {})
+    properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    format_storage("A", tmp_path, properties, cluster_id)
+    meta = (tmp_path / "data" / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}" in meta

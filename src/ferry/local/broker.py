@@ -226,31 +226,35 @@ def start_broker(
     (directory / "log4j2.properties").write_text(_LOG4J2.format(log=directory / "broker.log"))
 
     if not (directory / "data" / "meta.properties").exists():
-        fmt = subprocess.run(
-            _java_command(
-                directory,
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                _cluster_id(),
-                "-c",
-                str(properties_file),
-                "--standalone",
-                heap="256m",
-            ),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if fmt.returncode != 0:
-            raise LocalClusterError(
-                f"formatting storage for cluster {alias} in {directory} failed:\n"
-                f"{fmt.stdout}{fmt.stderr}"
-            )
+        format_storage(alias, directory, properties_file, _cluster_id())
 
     broker = BrokerProcess(alias, 0, port, controller_port, str(directory), dict(overrides or {}))
     _launch(broker, heap=heap, timeout=timeout)
     return broker
+
+
+def format_storage(alias: str, directory: Path, properties_file: Path, cluster_id: str) -> None:
+    """Format a KRaft log directory as a standalone broker+controller of `cluster_id`."""
+    fmt = subprocess.run(
+        _java_command(
+            directory,
+            "kafka.tools.StorageTool",
+            "format",
+            # `=` form: a random id may start with '-', which argparse would take for an option.
+            f"--cluster-id={cluster_id}",
+            f"--config={properties_file}",
+            "--standalone",
+            heap="256m",
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if fmt.returncode != 0:
+        raise LocalClusterError(
+            f"formatting storage for cluster {alias} in {directory} failed:\n"
+            f"{fmt.stdout}{fmt.stderr}"
+        )
 
 
 def restart_broker(broker: BrokerProcess, *, heap: str = "512m", timeout: float = 60.0) -> None:
