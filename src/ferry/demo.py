@@ -30,7 +30,7 @@ def _round_trip(bootstrap: str, topic: str, key: bytes, value: bytes) -> tuple[o
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    producer.produce(topic, value=value, key=key, headers=[("source", b"demo")])
+    producer.produce(topic, value=value, key=key, headers=[("via", b"demo")])
     if producer.flush(30) != 0:
         raise RuntimeError(f"record to {topic} on {bootstrap} was not acknowledged")
     consumer = Consumer(
@@ -70,26 +70,21 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
     )
     started = time.monotonic()
     brokers = local.up(["A", "B"], directory)
-    console.print(f"Both answered in {time.monotonic() - started:.1f} s.\n")
+    console.print(f"Both answered in {time.monotonic() - started:.1f} s:")
+    for alias, broker in brokers.items():
+        console.print(
+            f"  {alias}: {broker.bootstrap} (pid {broker.pid}, data in {broker.directory})"
+        )
     try:
-        table = Table(title="one record written to and read back from each cluster")
-        for column in (
-            "cluster",
-            "bootstrap",
-            "topic",
-            "partition",
-            "offset",
-            "key",
-            "value",
-            "headers",
-        ):
-            table.add_column(column)
+        table = Table(title="\none record written to and read back from each cluster")
+        for column in ("cluster", "topic", "part", "offset", "key", "value", "headers"):
+            table.add_column(column, no_wrap=True)
         for alias, broker in brokers.items():
-            topic = f"demo-orders-{uuid.uuid4().hex[:6]}"
+            topic = f"orders-{uuid.uuid4().hex[:4]}"
             record = _round_trip(
                 broker.bootstrap, topic, b"order-1", f"hello from {alias}".encode()
             )
-            table.add_row(alias, broker.bootstrap, topic, *(str(x) for x in record))
+            table.add_row(alias, topic, *(str(x) for x in record))
         console.print(table)
         console.print(
             "\nWhat you saw: each cluster stored the record with its key and headers and gave it "
