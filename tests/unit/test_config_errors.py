@@ -126,6 +126,7 @@ def test_a_cluster_without_bootstrap_servers_names_the_key_to_set(tmp_path: Path
         ("A, B.x", "alias 'B.x' is not allowed; use letters, digits"),
         ("A, A", "alias 'A' is listed twice"),
         ("spark, B", "alias 'spark' clashes with ferry's own keys"),
+        ("A, ssl", "alias 'ssl' clashes with ferry's own keys"),
         (" , ", "is empty; list the cluster aliases"),
     ],
 )

@@ -37,7 +37,20 @@ _ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 _FLOW_PREFIX = re.compile(r"^(?P<source>[^.\s]+?)->(?P<target>[^.\s]+)\.(?P<rest>.+)$")
 _ROLES = ("consumer", "producer", "admin")
 _EOS_MODES = ("disabled", "preparing", "enabled")
-_OWN_PREFIXES = ("spark", "ferry", "clusters")
+# First words of ferry's and MM2's own keys; an alias equal to one would make keys ambiguous.
+_RESERVED_ALIASES = frozenset(
+    key.split(".", 1)[0]
+    for key in (
+        *FLOW_KEYS,
+        *POLICY_KEYS,
+        *FILTER_CLASS_KEYS,
+        *IGNORED_KEYS,
+        *INHERITED_CLIENT_PREFIXES,
+        "spark.",
+        "ferry.",
+        "clusters",
+    )
+)
 
 
 def load_config(path: str | Path) -> FerryConfig:
@@ -156,7 +169,7 @@ class _Builder:
                     entry,
                     f"alias '{alias}' is not allowed; use letters, digits, '_' and '-' only",
                 )
-            if alias in _OWN_PREFIXES or any(key.startswith(alias + ".") for key in FLOW_KEYS):
+            if alias in _RESERVED_ALIASES:
                 raise self.error(entry, f"alias '{alias}' clashes with ferry's own keys")
             if alias in seen:
                 raise self.error(entry, f"alias '{alias}' is listed twice")
