@@ -31,7 +31,8 @@ integration: setup
 	$(BIN)/pytest tests/integration
 
 lint: setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy
 
 demo: setup
