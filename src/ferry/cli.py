@@ -51,14 +51,23 @@ def local_up(
             "(values may use {port} and {controller_port}). Repeatable.",
         ),
     ] = None,
+    client_settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--client",
+            help="librdkafka setting KEY=VALUE (or ALIAS:KEY=VALUE) a client needs to reach the "
+            "brokers, e.g. SASL credentials; used to check they answer. Repeatable.",
+        ),
+    ] = None,
     heap: Annotated[str, typer.Option(help="JVM heap per broker")] = "512m",
 ) -> None:
     """Start one single-node Kafka cluster per alias and wait until each answers."""
     from ferry.local import clusters as local
 
     aliases = [a.strip() for a in clusters.split(",") if a.strip()]
-    overrides = local.parse_broker_overrides(broker_settings or [], aliases)
-    started = local.up(aliases, directory, overrides, heap=heap)
+    overrides = local.parse_cluster_settings(broker_settings or [], aliases)
+    clients = local.parse_cluster_settings(client_settings or [], aliases, "client setting")
+    started = local.up(aliases, directory, overrides, heap=heap, clients=clients)
     if as_json:
         print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
         return

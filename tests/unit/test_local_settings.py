@@ -8,11 +8,11 @@ import pytest
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import _server_properties
-from ferry.local.clusters import parse_broker_overrides
+from ferry.local.clusters import parse_cluster_settings
 
 
 def test_plain_settings_apply_to_every_cluster_and_prefixed_to_one() -> None:
-    overrides = parse_broker_overrides(
+    overrides = parse_cluster_settings(
         ["num.partitions=3", "B:message.max.bytes=2048", "A:listener.name.x=a:b=c"], ["A", "B"]
     )
     assert overrides == {
@@ -22,7 +22,7 @@ def test_plain_settings_apply_to_every_cluster_and_prefixed_to_one() -> None:
 
 
 def test_a_value_containing_a_colon_is_not_taken_for_an_alias() -> None:
-    overrides = parse_broker_overrides(["listeners=SASL://127.0.0.1:{port}"], ["A"])
+    overrides = parse_cluster_settings(["listeners=SASL://127.0.0.1:{port}"], ["A"])
     assert overrides == {"A": {"listeners": "SASL://127.0.0.1:{port}"}}
 
 
@@ -36,7 +36,7 @@ def test_a_value_containing_a_colon_is_not_taken_for_an_alias() -> None:
 )
 def test_bad_settings_are_refused_with_the_setting_named(setting: str, message: str) -> None:
     with pytest.raises(LocalClusterError, match=message) as info:
-        parse_broker_overrides([setting], ["A", "B"])
+        parse_cluster_settings([setting], ["A", "B"])
     assert setting in str(info.value)
 
 

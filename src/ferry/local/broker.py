@@ -89,6 +89,9 @@ class BrokerProcess:
     controller_port: int
     directory: str
     overrides: dict[str, str] = field(default_factory=dict)
+    # librdkafka settings a client needs to talk to this broker (e.g. SASL credentials when the
+    # overrides make its listener SASL); used for the readiness check and by tests.
+    client: dict[str, str] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -213,8 +216,10 @@ def start_broker(
     *,
     heap: str = "512m",
     timeout: float = 60.0,
+    client: Mapping[str, str] | None = None,
 ) -> BrokerProcess:
-    """Format storage, start the JVM and wait until the broker answers a metadata request."""
+    """Format storage, start the JVM and wait until the broker answers a metadata request
+    from a client configured with `client` (librdkafka settings, e.g. SASL credentials)."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     port, controller_port = free_port(), free_port()
@@ -228,7 +233,9 @@ def start_broker(
     if not (directory / "data" / "meta.properties").exists():
         format_storage(alias, directory, properties_file, _cluster_id())
 
-    broker = BrokerProcess(alias, 0, port, controller_port, str(directory), dict(overrides or {}))
+    broker = BrokerProcess(
+        alias, 0, port, controller_port, str(directory), dict(overrides or {}), dict(client or {})
+    )
     _launch(broker, heap=heap, timeout=timeout)
     return broker
 
@@ -287,7 +294,7 @@ def _wait_until_ready(
 ) -> None:
     from confluent_kafka.admin import AdminClient  # imported late: ferry's CLI starts faster
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    admin = AdminClient({**broker.client, "bootstrap.servers": broker.bootstrap, "log_level": 0})
     deadline = time.monotonic() + timeout
     last_error = "no answer yet"
     while time.monotonic() < deadline:

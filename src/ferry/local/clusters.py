@@ -16,7 +16,7 @@ from pathlib import Path
 from ferry.errors import LocalClusterError
 from ferry.local.broker import BrokerProcess, start_broker
 
-__all__ = ["default_dir", "down", "parse_broker_overrides", "read_state", "up"]
+__all__ = ["default_dir", "down", "parse_cluster_settings", "read_state", "up"]
 
 STATE_FILE = "clusters.json"
 
@@ -43,8 +43,8 @@ def _write_state(directory: Path, brokers: Mapping[str, BrokerProcess]) -> None:
     tmp.replace(path)
 
 
-def parse_broker_overrides(
-    settings: Iterable[str], aliases: Iterable[str]
+def parse_cluster_settings(
+    settings: Iterable[str], aliases: Iterable[str], what: str = "broker setting"
 ) -> dict[str, dict[str, str]]:
     """`KEY=VALUE` applies to every cluster, `ALIAS:KEY=VALUE` to one."""
     aliases = list(aliases)
@@ -55,12 +55,10 @@ def parse_broker_overrides(
             target, assignment = "", setting
         key, eq, value = assignment.partition("=")
         if not eq or not key.strip():
-            raise LocalClusterError(
-                f"broker setting '{setting}' is not KEY=VALUE or ALIAS:KEY=VALUE"
-            )
+            raise LocalClusterError(f"{what} '{setting}' is not KEY=VALUE or ALIAS:KEY=VALUE")
         if target and target not in overrides:
             raise LocalClusterError(
-                f"broker setting '{setting}' names cluster '{target}', "
+                f"{what} '{setting}' names cluster '{target}', "
                 f"which is not one of {', '.join(aliases)}"
             )
         for alias in [target] if target else aliases:
@@ -75,6 +73,7 @@ def up(
     *,
     heap: str = "512m",
     timeout: float = 90.0,
+    clients: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, BrokerProcess]:
     """Start one single-node cluster per alias; clusters already running are kept as they are.
 
@@ -96,6 +95,7 @@ def up(
         shutil.rmtree(directory / alias, ignore_errors=True)
 
     overrides = overrides or {}
+    clients = clients or {}
     started: dict[str, BrokerProcess] = {}
     errors: list[str] = []
     with ThreadPoolExecutor(max_workers=max(1, len(to_start))) as pool:
@@ -107,6 +107,7 @@ def up(
                 overrides.get(alias, {}),
                 heap=heap,
                 timeout=timeout,
+                client=clients.get(alias, {}),
             )
             for alias in to_start
         }
