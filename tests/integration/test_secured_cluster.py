@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclOperation,
@@ -141,9 +141,8 @@ def test_a_wrong_password_is_an_authentication_failure(secured: str, tmp_path: P
     intruder = load_config(_config(tmp_path, secured, "guess")).clusters["S"]
     errors: list[KafkaError] = []
     admin = AdminClient({**intruder.admin_config(), "log_level": 0, "error_cb": errors.append})
-    with pytest.raises(KafkaException):
-        admin.list_topics(timeout=10)
-    deadline = time.monotonic() + 10
+    # librdkafka connects at once and reports the failed SASL handshake to error_cb from poll().
+    deadline = time.monotonic() + 15
     while not errors and time.monotonic() < deadline:
-        admin.poll(0.2)  # error_cb runs from poll
+        admin.poll(0.2)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
