@@ -34,10 +34,14 @@ CASES = [
     ("A->C.enabled = true\n", "names cluster 'C', which is not in clusters (A, B)"),
     ("C.bootstrap.servers = h:1\n", "names cluster 'C', which is not in clusters (A, B)"),
     ("A->A.enabled = true\n", "a flow cannot go from A to itself"),
-    ("A->B.enabled = yes\n", "key 'A->B.enabled': 'yes' is not a boolean; allowed: true, false"),
-    ("offset.lag.max = lots\n", "'lots' is not a whole number"),
-    ("offset.lag.max = -5\n", "'-5' is negative; allowed: 0 or more"),
-    ("replication.factor = 0\n", "'0' is not allowed: 1 or more, or -1 for the broker default"),
+    ("A->B.enabled = yes\n", "key 'A->B.enabled': 'yes' is not allowed; allowed: true, false"),
+    ("offset.lag.max = lots\n", "'lots' is not allowed; allowed: a whole number, 0 or more"),
+    ("offset.lag.max = -5\n", "'-5' is not allowed; allowed: a whole number, 0 or more"),
+    ("emit.checkpoints.interval.seconds = 1.5\n", "allowed: whole seconds; a negative number"),
+    (
+        "replication.factor = 0\n",
+        "'0' is not allowed; allowed: a whole number, 1 or more, or -1 for the broker default",
+    ),
     ("topics = orders, pay(\n", "'pay(' is not a valid regular expression"),
     ("exactly.once.source.support = on\n", "allowed: disabled, preparing, enabled"),
     (

@@ -36,6 +36,15 @@ __all__ = ["load_config", "parse_entries"]
 _ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 _FLOW_PREFIX = re.compile(r"^(?P<source>[^.\s]+?)->(?P<target>[^.\s]+)\.(?P<rest>.+)$")
 _ROLES = ("consumer", "producer", "admin")
+# Whole-number kinds: what is allowed (for the error message) and the test.
+_NUMBER_RULES: dict[Kind, tuple[str, Callable[[int], bool]]] = {
+    Kind.INT: ("a whole number, 0 or more", lambda n: n >= 0),
+    Kind.INTERVAL: ("whole seconds; a negative number turns the task off", lambda n: True),
+    Kind.REPLICATION_FACTOR: (
+        "a whole number, 1 or more, or -1 for the broker default",
+        lambda n: n >= 1 or n == -1,
+    ),
+}
 _EOS_MODES = ("disabled", "preparing", "enabled")
 # First words of ferry's and MM2's own keys; an alias equal to one would make keys ambiguous.
 _RESERVED_ALIASES = frozenset(
@@ -323,19 +332,16 @@ class _Builder:
         text = entry.value
         if kind is Kind.BOOL:
             if text.lower() not in ("true", "false"):
-                raise self.error(entry, f"'{text}' is not a boolean; allowed: true, false")
+                raise self.error(entry, f"'{text}' is not allowed; allowed: true, false")
             return text.lower() == "true"
-        if kind in (Kind.INT, Kind.INTERVAL, Kind.REPLICATION_FACTOR):
+        if kind in _NUMBER_RULES:
+            allowed, ok = _NUMBER_RULES[kind]
             try:
                 number = int(text)
             except ValueError:
-                raise self.error(entry, f"'{text}' is not a whole number") from None
-            if kind is Kind.INT and number < 0:
-                raise self.error(entry, f"'{text}' is negative; allowed: 0 or more")
-            if kind is Kind.REPLICATION_FACTOR and not (number >= 1 or number == -1):
-                raise self.error(
-                    entry, f"'{text}' is not allowed: 1 or more, or -1 for the broker default"
-                )
+                number = None
+            if number is None or not ok(number):
+                raise self.error(entry, f"'{text}' is not allowed; allowed: {allowed}")
             return number
         if kind is Kind.EOS:
             if text.lower() not in _EOS_MODES:
