@@ -106,8 +106,7 @@ def validate(config: ConfigOption) -> None:
     for key in cfg.ignored_keys:
         err.print(
             f"[yellow]note[/]: {config}: key '{key}' only matters to MirrorMaker, "
-            "Kafka Connect or Java clients; ignored",
-            soft_wrap=True,
+            "Kafka Connect or Java clients; ignored"
         )
     out.print(f"{config}: valid")
     out.print(

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ferry_cli import run_ferry
 
 pytestmark = pytest.mark.integration
 
 
 def test_demo_round_trips_a_record_on_each_cluster_and_stops_them(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ferry", "demo", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "COLUMNS": "120"},
-    )
+    result = run_ferry("demo", "--dir", str(tmp_path), timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     for alias in ("A", "B"):
         assert f"hello from {alias}" in result.stdout

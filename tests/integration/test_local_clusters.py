@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,22 +12,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import BrokerProcess, _server_properties, format_storage, start_broker
+from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
-
-FERRY = [sys.executable, "-m", "ferry"]
-
-
-def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FERRY, *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def _listening(port: int) -> bool:
@@ -48,7 +33,7 @@ def _broker_config(bootstrap: str, key: str) -> str:
 
 def test_local_up_json_gives_working_clusters_and_down_leaves_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "local"
-    up = _ferry(
+    up = run_ferry(
         "local",
         "up",
         "--clusters",
@@ -76,11 +61,11 @@ def test_local_up_json_gives_working_clusters_and_down_leaves_nothing(tmp_path: 
         assert _broker_config(addresses["Y"], "message.max.bytes") == "2048"
         assert _broker_config(addresses["X"], "message.max.bytes") != "2048"
         # A second `up` keeps the running clusters instead of starting more.
-        again = _ferry("local", "up", "--clusters", "X,Y", "--dir", str(directory), "--json")
+        again = run_ferry("local", "up", "--clusters", "X,Y", "--dir", str(directory), "--json")
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout) == addresses
     finally:
-        down = _ferry("local", "down", "--dir", str(directory))
+        down = run_ferry("local", "down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr
     assert "stopped: X, Y" in down.stdout
     for broker in brokers:
@@ -109,7 +94,7 @@ def test_a_broker_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
 
 
 def test_bad_broker_setting_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    result = _ferry(
+    result = run_ferry(
         "local", "up", "--clusters", "A", "--dir", str(tmp_path), "--set", "Q:num.partitions=3"
     )
     assert result.returncode == 1

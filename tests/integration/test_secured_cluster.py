@@ -8,9 +8,6 @@ config file gives librdkafka working credentials.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config import load_config
+from tests.ferry_cli import run_ferry
 
 pytestmark = pytest.mark.integration
 
@@ -56,17 +54,6 @@ ADMIN_CLIENT = {
 }
 
 
-def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ferry", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     directory = tmp_path_factory.mktemp("secured")
@@ -75,12 +62,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         args += ["--set", f"{key}={value}"]
     for key, value in ADMIN_CLIENT.items():
         args += ["--client", f"{key}={value}"]
-    result = _ferry(*args)
+    result = run_ferry(*args)
     assert result.returncode == 0, result.stderr
     try:
         yield json.loads(result.stdout)["S"]
     finally:
-        assert _ferry("local", "down", "--dir", str(directory)).returncode == 0
+        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0
 
 
 def _config(tmp_path: Path, bootstrap: str, password: str) -> Path:

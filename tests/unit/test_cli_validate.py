@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.ferry_cli import run_ferry
 
 
 def _validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ferry", "validate", "-c", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_ferry("validate", "-c", str(path), timeout=60)
 
 
 def test_a_valid_file_is_summarised_with_its_flows_and_ignored_keys(tmp_path: Path) -> None:

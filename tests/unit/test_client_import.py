@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.ferry_cli import run_ferry
+
 
 def test_client_modules_do_not_import_spark() -> None:
     code = (
@@ -17,11 +19,7 @@ def test_client_modules_do_not_import_spark() -> None:
 
 
 def test_cli_prints_ferry_errors_as_one_message_and_exits_1() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ferry", "local", "up", "--clusters", "A", "--set", "oops"],
-        capture_output=True,
-        text=True,
-    )
+    result = run_ferry("local", "up", "--clusters", "A", "--set", "oops", timeout=60)
     assert result.returncode == 1
     assert "error: broker setting 'oops' is not KEY=VALUE" in result.stderr
     assert "Traceback" not in result.stderr

@@ -79,42 +79,24 @@ def translate_jaas(value: str, fail: Raise) -> dict[str, str]:
     return {"sasl.username": options["username"], "sasl.password": options["password"]}
 
 
-# (key, role that reads it, values that keep the no-loss guarantee, why)
-_SAFETY_RULES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+_AUTO_COMMIT = "auto commit would record source progress before the target has the records"
+_ACKS = (
+    "a write is acknowledged only once every in-sync replica has it; anything less can "
+    "lose acknowledged records when the target leader fails"
+)
+# (librdkafka's names for the setting, role that reads it, values that keep the no-loss
+# guarantee with the one ferry sets first, why)
+_SAFETY_RULES: tuple[tuple[tuple[str, ...], str, tuple[str, ...], str], ...] = (
+    (("enable.auto.commit", "auto.commit.enable"), "consumer", ("false",), _AUTO_COMMIT),
     (
-        "enable.auto.commit",
-        "consumer",
-        ("false",),
-        "auto commit would record source progress before the target has the records",
-    ),
-    (
-        "auto.commit.enable",
-        "consumer",
-        ("false",),
-        "auto commit would record source progress before the target has the records",
-    ),
-    (
-        "isolation.level",
+        ("isolation.level",),
         "consumer",
         ("read_committed",),
         "read_uncommitted would copy records of aborted transactions",
     ),
+    (("acks", "request.required.acks"), "producer", ("all", "-1"), _ACKS),
     (
-        "acks",
-        "producer",
-        ("all", "-1"),
-        "a write is acknowledged only once every in-sync replica has it; anything less can "
-        "lose acknowledged records when the target leader fails",
-    ),
-    (
-        "request.required.acks",
-        "producer",
-        ("all", "-1"),
-        "a write is acknowledged only once every in-sync replica has it; anything less can "
-        "lose acknowledged records when the target leader fails",
-    ),
-    (
-        "enable.idempotence",
+        ("enable.idempotence",),
         "producer",
         ("true",),
         "without idempotence a retried batch can be duplicated or reordered on the target",
@@ -124,10 +106,11 @@ _SAFETY_RULES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
 
 def check_safety(client_key: str, value: str, role: str) -> str | None:
     """Why a client setting would break ferry's no-loss guarantee, or None if it is safe."""
-    for key, applies_to, allowed, why in _SAFETY_RULES:
-        applies = client_key == key and role in (applies_to, "common")
+    for keys, applies_to, allowed, why in _SAFETY_RULES:
+        applies = client_key in keys and role in (applies_to, "common")
         if applies and value.strip().lower() not in allowed:
             return (
-                f"'{value}' is refused: {why}. ferry sets {key}={allowed[0]} itself; remove the key"
+                f"'{value}' is refused: {why}. ferry sets {client_key}={allowed[0]} itself; "
+                "remove the key"
             )
     return None

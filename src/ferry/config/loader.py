@@ -230,13 +230,11 @@ class _Builder:
     def cluster(
         self, alias: str, settings: list[tuple[str, Entry]], inherited: list[Entry]
     ) -> ClusterConfig:
-        roles: dict[str, dict[str, str]] = {"common": {}, "consumer": {}, "producer": {}}
-        roles["admin"] = {}
+        roles: dict[str, dict[str, str]] = {role: {} for role in ("common", *_ROLES)}
         bootstrap: str | None = None
         own = {name for name, _ in settings}
-        for entry in inherited:
-            if entry.key not in own:
-                settings.append((entry.key, entry))
+        # Top-level security keys apply unless the cluster sets its own (MM2's putIfAbsent).
+        settings = settings + [(e.key, e) for e in inherited if e.key not in own]
         for name, entry in settings:
             if name == "bootstrap.servers":
                 if not entry.value:
