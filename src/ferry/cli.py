@@ -122,6 +122,47 @@ def validate(config: ConfigOption) -> None:
 
 
 @app.command()
+def run(
+    config: ConfigOption,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Copy everything available at start, then exit 0"),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Replicate every enabled flow (one Spark streaming query each) until stopped."""
+    from ferry.config import load_config
+    from ferry.engine.runner import Runner
+    from ferry.progress_view import ProgressView, summary_table
+
+    cfg = load_config(config)
+    for flow in cfg.enabled_flows:
+        err.print(
+            f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
+            f"{cfg.clusters[flow.target].bootstrap_servers}"
+        )
+    with ProgressView(err) as view:
+        runner = Runner(cfg, once=once, on_progress=view.update, on_notice=lambda m: err.print(m))
+        flows = runner.run()
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    p.name: {
+                        "records": p.records,
+                        "bytes": p.bytes,
+                        "skipped": p.skipped,
+                        "seconds": round(p.seconds, 3),
+                    }
+                    for p in flows
+                }
+            )
+        )
+    else:
+        out.print(summary_table(flows))
+
+
+@app.command()
 def demo(
     directory: DirOption = None,
     keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,

@@ -13,6 +13,10 @@ where (file and key, or cluster, topic, partition and offset) and what would fix
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+
 __all__ = [
     "ConfigError",
     "FerryError",
@@ -20,6 +24,8 @@ __all__ = [
     "LocalClusterError",
     "ReplicationError",
     "UnsafeConfigError",
+    "error_from_text",
+    "error_to_text",
 ]
 
 
@@ -64,6 +70,7 @@ class KafkaUnavailableError(FerryError):
     def __init__(self, cluster: str, bootstrap: str, detail: str) -> None:
         self.cluster = cluster
         self.bootstrap = bootstrap
+        self.detail = detail
         super().__init__(f"cluster {cluster} ({bootstrap}) is unreachable: {detail}")
 
 
@@ -76,7 +83,7 @@ class ReplicationError(FerryError):
         *,
         cluster: str,
         topic: str,
-        partition: int,
+        partition: int | None = None,
         offset: int | None = None,
         fix: str | None = None,
     ) -> None:
@@ -85,10 +92,58 @@ class ReplicationError(FerryError):
         self.partition = partition
         self.offset = offset
         self.fix = fix
-        at = f"cluster {cluster}, topic {topic}, partition {partition}"
+        self.reason = message
+        at = f"cluster {cluster}, topic {topic}"
+        if partition is not None:
+            at += f", partition {partition}"
         if offset is not None:
             at += f", offset {offset}"
         text = f"{at}: {message}"
         if fix:
             text += f" Fix: {fix}"
         super().__init__(text)
+
+
+# Errors raised inside Spark (planner or sink) reach the driver as text in a Java exception.
+# They travel as `[ferry-error:<base64 json>]` so the CLI can print the original message and
+# know whether to retry, instead of showing a Java and Python stack trace.
+_WIRE = re.compile(r"\[ferry-error:([A-Za-z0-9+/=]+)\]")
+
+
+def error_to_text(error: FerryError) -> str:
+    """`str(error)` followed by a marker `error_from_text` turns back into the error."""
+    fields: dict[str, object] = {"kind": type(error).__name__, "text": str(error)}
+    if isinstance(error, ReplicationError):
+        fields.update(
+            reason=error.reason,
+            cluster=error.cluster,
+            topic=error.topic,
+            partition=error.partition,
+            offset=error.offset,
+            fix=error.fix,
+        )
+    elif isinstance(error, KafkaUnavailableError):
+        fields.update(cluster=error.cluster, bootstrap=error.bootstrap, detail=error.detail)
+    encoded = base64.b64encode(json.dumps(fields).encode()).decode()
+    return f"{error} [ferry-error:{encoded}]"
+
+
+def error_from_text(text: str) -> FerryError | None:
+    """The first ferry error marked in `text` (e.g. a Spark exception message), or None."""
+    match = _WIRE.search(text)
+    if match is None:
+        return None
+    fields = json.loads(base64.b64decode(match.group(1)))
+    kind = fields.pop("kind")
+    if kind == "ReplicationError":
+        return ReplicationError(
+            fields["reason"],
+            cluster=fields["cluster"],
+            topic=fields["topic"],
+            partition=fields["partition"],
+            offset=fields["offset"],
+            fix=fields["fix"],
+        )
+    if kind == "KafkaUnavailableError":
+        return KafkaUnavailableError(fields["cluster"], fields["bootstrap"], fields["detail"])
+    return FerryError(fields["text"])

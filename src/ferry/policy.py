@@ -70,6 +70,11 @@ class ReplicationPolicy(ABC):
         sep = self.separator
         return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
 
+    def offset_runs_topic(self, source_alias: str) -> str:
+        """ferry's exact offset runs of a flow from `source_alias`, kept in the target."""
+        sep = self.separator
+        return f"ferry-offset-runs{sep}{source_alias}{sep}internal"
+
     def is_heartbeats_topic(self, topic: str) -> bool:
         return self.original_topic(topic) == HEARTBEATS_TOPIC
 
@@ -80,7 +85,7 @@ class ReplicationPolicy(ABC):
     def is_mm2_internal_topic(self, topic: str) -> bool:
         internal_suffix = f"{self.separator}internal"
         return topic.endswith(internal_suffix) and (
-            topic.startswith("mm2") or self.is_checkpoints_topic(topic)
+            topic.startswith(("mm2", "ferry-")) or self.is_checkpoints_topic(topic)
         )
 
     def is_internal_topic(self, topic: str) -> bool:

@@ -28,6 +28,7 @@ class Kind(Enum):
     REGEX_LIST = "regex list"
     EOS = "exactly-once mode"
     REPLICATION_FACTOR = "replication factor"
+    POSITIVE_INT = "positive integer"
 
 
 # key -> (FlowConfig field, kind). `enabled` only makes sense per flow (`A->B.enabled`).
@@ -70,6 +71,12 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
         "offset_syncs_topic_replication_factor",
         Kind.REPLICATION_FACTOR,
     ),
+    # ferry's own engine settings (no MM2 equivalent): the size of one micro-batch, how many
+    # Spark tasks share it (0: one per core), and how often a running flow looks for new data.
+    "ferry.batch.max.records": ("batch_max_records", Kind.POSITIVE_INT),
+    "ferry.batch.max.bytes": ("batch_max_bytes", Kind.POSITIVE_INT),
+    "ferry.bins": ("bins", Kind.INT),
+    "ferry.trigger.interval.ms": ("trigger_interval_ms", Kind.INT),
 }
 
 POLICY_KEYS = ("replication.policy.class", "replication.policy.separator", "topic.rename.format")

@@ -39,6 +39,7 @@ _ROLES = ("consumer", "producer", "admin")
 # Whole-number kinds: what is allowed (for the error message) and the test.
 _NUMBER_RULES: dict[Kind, tuple[str, Callable[[int], bool]]] = {
     Kind.INT: ("a whole number, 0 or more", lambda n: n >= 0),
+    Kind.POSITIVE_INT: ("a whole number, 1 or more", lambda n: n >= 1),
     Kind.INTERVAL: ("whole seconds; a negative number turns the task off", lambda n: True),
     Kind.REPLICATION_FACTOR: (
         "a whole number, 1 or more, or -1 for the broker default",

@@ -95,6 +95,10 @@ class FlowConfig(_Frozen):
     heartbeats_topic_replication_factor: int = 3
     checkpoints_topic_replication_factor: int = 3
     offset_syncs_topic_replication_factor: int = 3
+    batch_max_records: int = 1_000_000
+    batch_max_bytes: int = 256 * 1024 * 1024
+    bins: int = 0  # 0: Spark's default parallelism (one bin per core)
+    trigger_interval_ms: int = 200
 
     @property
     def name(self) -> str:

@@ -1,0 +1,48 @@
+"""librdkafka settings of the replication clients: ferry's defaults, the user's, then the rules.
+
+Defaults favour throughput on a copy path (big fetches and batches, lz4, a little linger);
+every one can be overridden per cluster (`B.producer.linger.ms = 0`). The forced settings are
+what the copy loop relies on: end-of-partition events to know a range is done, no group
+commits (progress lives in Spark's checkpoint), and the no-loss rules from the config model.
+"""
+
+from __future__ import annotations
+
+from ferry.config.model import ClusterConfig, FlowConfig
+
+__all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "consumer_settings", "producer_settings"]
+
+CONSUMER_DEFAULTS = {
+    "fetch.wait.max.ms": "100",
+    "fetch.max.bytes": "52428800",
+    "max.partition.fetch.bytes": "8388608",
+    "queued.max.messages.kbytes": "131072",
+    "socket.receive.buffer.bytes": "1048576",
+}
+PRODUCER_DEFAULTS = {
+    "linger.ms": "10",
+    "batch.size": "1000000",
+    "batch.num.messages": "10000",
+    "compression.type": "lz4",
+    "max.in.flight.requests.per.connection": "5",
+    "queue.buffering.max.messages": "500000",
+    "queue.buffering.max.kbytes": "524288",
+    "message.max.bytes": "67108864",
+    "message.timeout.ms": "120000",
+    "socket.send.buffer.bytes": "1048576",
+}
+
+
+def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]:
+    return {
+        **CONSUMER_DEFAULTS,
+        **source.consumer_config(),
+        "group.id": f"ferry-{flow.source}-to-{flow.target}",  # never joined, never committed
+        "enable.partition.eof": "true",
+        "auto.offset.reset": "earliest",
+        "enable.auto.offset.store": "false",
+    }
+
+
+def producer_settings(target: ClusterConfig) -> dict[str, str]:
+    return {**PRODUCER_DEFAULTS, **target.producer_config()}

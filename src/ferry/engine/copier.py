@@ -1,0 +1,339 @@
+"""The per-task copy loop: consume exact offset ranges, produce faithful copies, report runs.
+
+No PySpark here: a Spark task calls `copy_bin` with clients cached in its Python worker.
+
+What a copy keeps: partition number, key, value (None too: tombstones), headers in order with
+duplicates, timestamp. What it adds: a `ferry.origin` header, unless the record already has
+one (then it is kept unchanged, so later hops still name the first cluster). What it skips:
+records whose origin is the target cluster itself (the identity policy's loop prevention).
+Aborted transactional records never arrive (the consumer reads committed data only).
+
+Downstream offsets come from delivery reports only: an idempotent producer delivers each
+partition in order, so reports are paired with upstream offsets by a per-partition queue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of
+from ferry.engine.record_size import single_record_batch_size
+from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.offset_runs import OffsetRun, RunBuilder
+from ferry.provenance import ORIGIN_HEADER, origin_prefix
+
+__all__ = ["CopyContext", "CopyRange", "DeliveryTracker", "PartitionResult", "copy_bin"]
+
+_CONSUME_BATCH = 5000
+# Any record at least this far below the topic limit fits; only bigger ones are measured.
+_SIZE_CHECK_MARGIN = 8192
+
+
+@dataclass(frozen=True)
+class CopyRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class CopyContext:
+    """Facts about the flow that every range of a bin shares."""
+
+    source_alias: str
+    source_bootstrap: str
+    source_cluster_id: str
+    target_alias: str
+    target_bootstrap: str
+    target_cluster_id: str
+    stall_timeout: float = 120.0
+
+
+@dataclass
+class PartitionResult:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    copied: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    runs: list[OffsetRun] = field(default_factory=list)
+
+
+class DeliveryTracker:
+    """Pairs delivery reports with upstream offsets; one per cached producer."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.pending: dict[tuple[str, int], deque[int]] = {}
+        self.builders: dict[tuple[str, int], RunBuilder] = {}
+        self.sources: dict[tuple[str, int], str] = {}
+        self.errors: list[tuple[str, int, int, KafkaError]] = []
+
+    def expect(self, remote_topic: str, partition: int, source_topic: str) -> deque[int]:
+        key = (remote_topic, partition)
+        self.builders[key] = RunBuilder()
+        self.sources[key] = source_topic
+        queue: deque[int] = deque()
+        self.pending[key] = queue
+        return queue
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        key = (msg.topic(), msg.partition())
+        upstream = self.pending[key].popleft()
+        if err is not None:
+            self.errors.append((key[0], key[1], upstream, err))
+        else:
+            self.builders[key].add(upstream, msg.offset())
+
+
+def copy_bin(
+    consumer: Any,
+    producer: Any,
+    tracker: DeliveryTracker,
+    ranges: Iterable[CopyRange],
+    ctx: CopyContext,
+) -> list[PartitionResult]:
+    """Copy every range; return per-partition results once the target acked all of them.
+
+    Raises ReplicationError (halt: a record cannot be copied) or KafkaUnavailableError
+    (retry later). Either way nothing is reported as copied, so the batch is not committed.
+    """
+    work = [r for r in ranges if r.end > r.start]
+    tracker.reset()
+    try:
+        results = _copy(consumer, producer, tracker, work, ctx)
+        _flush(producer, tracker, ctx)
+    finally:
+        consumer.unassign()
+    for result in results.values():
+        remote = next(
+            r.remote_topic
+            for r in work
+            if (r.topic, r.partition) == (result.topic, result.partition)
+        )
+        builder = tracker.builders.get((remote, result.partition))
+        result.runs = builder.runs() if builder is not None else []
+    return list(results.values())
+
+
+def _copy(
+    consumer: Any,
+    producer: Any,
+    tracker: DeliveryTracker,
+    work: list[CopyRange],
+    ctx: CopyContext,
+) -> dict[tuple[str, int], PartitionResult]:
+    results = {
+        (r.topic, r.partition): PartitionResult(r.topic, r.partition, r.start, r.end) for r in work
+    }
+    if not work:
+        return results
+    active = {(r.topic, r.partition): r for r in work}
+    cursor = {tp: r.start for tp, r in active.items()}
+    queues = {tp: tracker.expect(r.remote_topic, r.partition, r.topic) for tp, r in active.items()}
+    own_origin = f"{ctx.target_cluster_id}|".encode()
+    produce = producer.produce
+    poll = producer.poll
+
+    def finish(tp: tuple[str, int]) -> None:
+        del active[tp]
+        consumer.pause([TopicPartition(tp[0], tp[1])])
+
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in work])
+    last_progress = time.monotonic()
+    while active:
+        messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=0.5)
+        poll(0)
+        if not messages:
+            if time.monotonic() - last_progress > ctx.stall_timeout:
+                raise KafkaUnavailableError(
+                    ctx.source_alias,
+                    ctx.source_bootstrap,
+                    f"no data for {len(active)} partition(s) in {ctx.stall_timeout:.0f}s "
+                    f"(e.g. {next(iter(active))[0]}); retrying",
+                )
+            continue
+        last_progress = time.monotonic()
+        for m in messages:
+            tp = (m.topic(), m.partition())
+            r = active.get(tp)
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    # End of the committed log: nothing more can arrive inside this range.
+                    if r is not None and m.offset() >= r.end:
+                        finish(tp)
+                    continue
+                _consume_error(err, m, ctx)
+                continue
+            if r is None:
+                continue
+            offset = m.offset()
+            if offset < cursor[tp]:
+                continue  # already seen (a stale prefetch of a reused consumer)
+            if offset >= r.end:
+                finish(tp)
+                continue
+            cursor[tp] = offset + 1
+            result = results[tp]
+            key = m.key()
+            value = m.value()
+            headers = m.headers()
+            if headers is None:
+                headers = []
+            origin = None
+            for name, data in headers:
+                if name == ORIGIN_HEADER:
+                    origin = data
+                    break
+            if origin is None:
+                before, after = origin_prefix(
+                    ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition
+                )
+                headers.append((ORIGIN_HEADER, f"{before}{offset}{after}".encode()))
+            elif origin.startswith(own_origin):
+                result.skipped += 1  # it came from the target: copying it back would loop
+                if offset == r.end - 1:
+                    finish(tp)
+                continue
+            size = (len(key) if key else 0) + (len(value) if value else 0)
+            if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
+                _check_size(key, value, headers, r, offset, ctx)
+            timestamp = m.timestamp()[1]
+            while True:
+                try:
+                    produce(
+                        r.remote_topic,
+                        value,
+                        key,
+                        partition=r.partition,
+                        timestamp=timestamp if timestamp >= 0 else 0,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:
+                    poll(0.05)  # the producer queue is full: let deliveries drain
+                except KafkaException as exc:
+                    raise _produce_error(exc, r, offset, ctx) from None
+            queues[tp].append(offset)
+            result.copied += 1
+            result.bytes += size
+            if offset == r.end - 1:
+                finish(tp)
+    return results
+
+
+def _check_size(
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    r: CopyRange,
+    offset: int,
+    ctx: CopyContext,
+) -> None:
+    size = single_record_batch_size(key, value, headers)
+    if size > r.max_message_bytes:
+        raise ReplicationError(
+            f"record is {size} bytes (uncompressed, with ferry's header); target topic "
+            f"{r.remote_topic} on {ctx.target_alias} accepts at most {r.max_message_bytes} "
+            f"(max.message.bytes). Nothing past it in this partition was copied.",
+            cluster=ctx.source_alias,
+            topic=r.topic,
+            partition=r.partition,
+            offset=offset,
+            fix=f"raise max.message.bytes of topic {r.remote_topic} on {ctx.target_alias} "
+            f"to at least {size} (and the broker's message.max.bytes if lower), then rerun",
+        )
+
+
+def _consume_error(err: KafkaError, m: Any, ctx: CopyContext) -> None:
+    """Transient fetch errors are retried by librdkafka; the rest halt with a location."""
+    if err.code() in UNREACHABLE_CODES and not err.fatal():
+        return
+    source = ctx.source_alias
+    fixes = {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal READ on topic {m.topic()} in {source}"
+        ),
+        KafkaError.UNKNOWN_TOPIC_OR_PART: (
+            "the source topic was deleted while being copied; rerun to continue with the rest"
+        ),
+    }
+    raise ReplicationError(
+        f"reading failed: {err.name()}: {err.str()}.",
+        cluster=ctx.source_alias,
+        topic=m.topic() or "?",
+        partition=m.partition(),
+        offset=m.offset() if m.offset() is not None and m.offset() >= 0 else None,
+        fix=fixes.get(err.code(), "see the error above; rerun once it is fixed"),
+    )
+
+
+def _produce_error(exc: KafkaException, r: CopyRange, offset: int, ctx: CopyContext) -> Exception:
+    error = kafka_error_of(exc)
+    name = error.name() if error is not None else type(exc).__name__
+    text = error.str() if error is not None else str(exc)
+    fix = "see the error above; rerun once it is fixed"
+    if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        fix = f"raise {ctx.target_alias}.producer.message.max.bytes above the record's size"
+    return ReplicationError(
+        f"could not copy to {r.remote_topic} on {ctx.target_alias}: {name}: {text}.",
+        cluster=ctx.source_alias,
+        topic=r.topic,
+        partition=r.partition,
+        offset=offset,
+        fix=fix,
+    )
+
+
+def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
+    """Wait until the target acknowledged (or refused) every record produced by this task."""
+    while producer.flush(1.0) > 0:
+        pass  # librdkafka gives up by itself after message.timeout.ms
+    if not tracker.errors:
+        return
+    remote_topic, partition, upstream, err = tracker.errors[0]
+    if err.code() in UNREACHABLE_CODES or err.code() == KafkaError._MSG_TIMED_OUT:
+        raise KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{err.name()}: {err.str()} (topic {remote_topic})",
+        )
+    target = ctx.target_alias
+    fixes = {
+        KafkaError.MSG_SIZE_TOO_LARGE: (
+            f"raise max.message.bytes of topic {remote_topic} on {target}, "
+            f"or lower {target}.producer.batch.size below it"
+        ),
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal WRITE on topic {remote_topic} in {target}"
+        ),
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal IDEMPOTENT_WRITE on cluster {target}"
+        ),
+        KafkaError.UNKNOWN_TOPIC_OR_PART: (
+            f"topic {remote_topic} vanished from {target}; rerun to recreate it"
+        ),
+    }
+    raise ReplicationError(
+        f"target {ctx.target_alias} refused the copy into {remote_topic} (partition {partition}): "
+        f"{err.name()}: {err.str()}; {len(tracker.errors)} record(s) refused.",
+        cluster=ctx.source_alias,
+        topic=tracker.sources.get((remote_topic, partition), remote_topic),
+        partition=partition,
+        offset=upstream,
+        fix=fixes.get(err.code(), "see the error above; rerun once it is fixed"),
+    )

@@ -1,0 +1,278 @@
+"""`ferry run`: one Spark Structured Streaming query per enabled flow, watched until done.
+
+The runner owns the Spark session and the queries. It turns a failed query back into the
+ferry error that stopped it (see `ferry.errors.error_from_text`): a cluster that does not
+answer is retried with backoff (the query restarts from its checkpoint, so nothing is lost or
+skipped); anything else stops every flow and is reported once, precisely.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from ferry.config.model import FerryConfig, FlowConfig
+from ferry.engine.flow_spec import FlowSpec, flow_state_dir
+from ferry.engine.flow_state import FlowState
+from ferry.engine.remote_topics import TopicManager
+from ferry.errors import FerryError, KafkaUnavailableError, error_from_text
+from ferry.policy import policy_for
+
+__all__ = ["FlowProgress", "Runner", "spark_session"]
+
+MAX_BACKOFF_SECONDS = 60.0
+
+
+def spark_session(config: FerryConfig) -> Any:
+    """A Spark session from the config's `spark.*` keys; local[2] with no UI by default."""
+    from pyspark.sql import SparkSession
+
+    settings = {
+        "spark.master": "local[2]",
+        "spark.app.name": "ferry",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.log.level": "ERROR",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        "spark.python.worker.reuse": "true",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    local_ip = os.environ.get("SPARK_LOCAL_IP")
+    if local_ip:
+        settings.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
+    settings.update(config.spark)
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+@dataclass
+class FlowProgress:
+    """What the progress view and the summary show for one flow."""
+
+    name: str
+    records: int = 0
+    bytes: int = 0
+    skipped: int = 0
+    lag: int = 0
+    seconds: float = 0.0
+    records_per_second: float = 0.0
+    mb_per_second: float = 0.0
+    done: bool = False
+    restarts: int = 0
+
+
+@dataclass
+class _Flow:
+    flow: FlowConfig
+    spec: FlowSpec
+    state: FlowState
+    query: Any = None
+    started: float = 0.0
+    baseline: dict[str, Any] = field(default_factory=dict)
+    progress: FlowProgress = field(init=False)
+    backoff: float = 1.0
+    retry_at: float | None = None
+    last_sample: tuple[float, int, int] = (0.0, 0, 0)
+
+    def __post_init__(self) -> None:
+        self.progress = FlowProgress(self.flow.name)
+
+
+class Runner:
+    def __init__(
+        self,
+        config: FerryConfig,
+        *,
+        once: bool = False,
+        spark: Any = None,
+        on_progress: Callable[[list[FlowProgress]], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
+        if not config.enabled_flows:
+            raise FerryError(
+                f"{config.path or 'the config'} enables no flow; set e.g. "
+                f"'{next(iter(config.clusters), 'A')}->B.enabled = true'"
+            )
+        self.config = config
+        self.once = once
+        self._spark = spark
+        self._on_progress = on_progress or (lambda _p: None)
+        self._notice = on_notice or (lambda _m: None)
+        self._stopping = False
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def run(self) -> list[FlowProgress]:
+        spark = self._spark or spark_session(self.config)
+        from ferry.engine.spark_source import MirrorDataSource
+
+        spark.dataSource.register(MirrorDataSource)
+        bins = int(spark.sparkContext.defaultParallelism)
+        flows = [self._prepare(flow, bins) for flow in self.config.enabled_flows]
+        previous = self._install_signal_handlers()
+        try:
+            for f in flows:
+                self._start(spark, f)
+            self._watch(spark, flows)
+        finally:
+            self._restore_signal_handlers(previous)
+            for f in flows:
+                if f.query is not None and f.query.isActive:
+                    f.query.stop()
+        return [f.progress for f in flows]
+
+    def _prepare(self, flow: FlowConfig, bins: int) -> _Flow:
+        spec = FlowSpec.of(self.config, flow, bins=bins)
+        state = FlowState(flow_state_dir(self.config.state_dir.resolve(), flow))
+        manager = TopicManager(flow, spec.source, spec.target)
+        policy = policy_for(flow.policy, flow.source)
+        self._retrying(
+            lambda: manager.ensure_internal_topic(
+                policy.offset_runs_topic(flow.source), flow.offset_syncs_topic_replication_factor
+            )
+        )
+        return _Flow(flow, spec, state)
+
+    def _retrying(self, action: Callable[[], None]) -> None:
+        delay = 1.0
+        while True:
+            try:
+                action()
+                return
+            except KafkaUnavailableError as exc:
+                if self._stopping:
+                    raise
+                self._notice(f"{exc}; retrying in {delay:.0f}s")
+                self._sleep(delay)
+                delay = min(MAX_BACKOFF_SECONDS, delay * 2)
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stopping and time.monotonic() < deadline:
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    def _start(self, spark: Any, f: _Flow) -> None:
+        spec_json = f.spec.model_dump_json()
+        reader = spark.readStream.format("ferry-mirror").option("spec", spec_json).load()
+        writer = (
+            reader.writeStream.format("ferry-mirror")
+            .option("spec", spec_json)
+            .option("checkpointLocation", str(f.state.checkpoint))
+            .queryName(f"ferry {f.flow.source} to {f.flow.target}")
+        )
+        if self.once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{f.flow.trigger_interval_ms} milliseconds")
+        if not f.baseline:
+            f.baseline = f.state.stats()
+            f.started = time.monotonic()
+        f.query = writer.start()
+        f.retry_at = None
+
+    # --- watching ---------------------------------------------------------------------------
+
+    def _watch(self, spark: Any, flows: list[_Flow]) -> None:
+        while True:
+            for f in flows:
+                self._check(spark, f)
+            self._update_progress(flows)
+            if all(f.progress.done for f in flows):
+                return
+            if self._stopping:
+                self._stop_gracefully(flows)
+                return
+            time.sleep(0.25)
+
+    def _check(self, spark: Any, f: _Flow) -> None:
+        if f.progress.done:
+            return
+        if f.query is None:
+            if f.retry_at is not None and time.monotonic() >= f.retry_at:
+                self._start(spark, f)
+            return
+        if f.query.isActive:
+            return
+        failure = f.query.exception()
+        if failure is None:
+            f.progress.done = True  # --once reached the end offsets seen at start
+            f.progress.seconds = time.monotonic() - f.started
+            return
+        text = str(failure)
+        error = error_from_text(text) or FerryError(
+            f"flow {f.flow.name} failed in Spark: {_first_line(text)}"
+        )
+        if isinstance(error, KafkaUnavailableError) and not self._stopping:
+            self._notice(f"flow {f.flow.name}: {error}; retrying in {f.backoff:.0f}s")
+            f.query = None
+            f.retry_at = time.monotonic() + f.backoff
+            f.backoff = min(MAX_BACKOFF_SECONDS, f.backoff * 2)
+            f.progress.restarts += 1
+            return
+        raise error
+
+    def _stop_gracefully(self, flows: list[_Flow]) -> None:
+        """Let each running batch finish (its copies are acked and committed), then stop."""
+        for f in flows:
+            if f.query is None or not f.query.isActive:
+                continue
+            deadline = time.monotonic() + 120
+            while f.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            f.query.stop()
+            f.progress.seconds = time.monotonic() - f.started
+
+    def _update_progress(self, flows: list[_Flow]) -> None:
+        now = time.monotonic()
+        for f in flows:
+            stats = f.state.stats()
+            p = f.progress
+            p.records = stats.get("records", 0) - f.baseline.get("records", 0)
+            p.bytes = stats.get("bytes", 0) - f.baseline.get("bytes", 0)
+            p.skipped = stats.get("skipped", 0) - f.baseline.get("skipped", 0)
+            p.lag = f.state.lag()
+            if not p.done:
+                p.seconds = now - f.started
+            then, records, size = f.last_sample
+            if now - then >= 1.0:
+                if then:
+                    p.records_per_second = (p.records - records) / (now - then)
+                    p.mb_per_second = (p.bytes - size) / (now - then) / 1e6
+                f.last_sample = (now, p.records, p.bytes)
+        self._on_progress([f.progress for f in flows])
+
+    # --- signals ----------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if self._stopping:
+                raise KeyboardInterrupt  # second Ctrl-C: stop now (the batch is replayed)
+            self._stopping = True
+            self._notice("stopping after the current batch (Ctrl-C again to stop now)")
+
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, handler)
+        except ValueError:
+            pass  # not the main thread (e.g. embedded); the caller handles stopping
+        return previous
+
+    def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return text[:500]

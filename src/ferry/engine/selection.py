@@ -1,0 +1,34 @@
+"""Which source topics a flow copies: MM2's include/exclude regexes plus its naming rules.
+
+Pure code. Regexes match the whole name (MM2's DefaultTopicFilter). Internal topics (Kafka's,
+MM2's, ferry's own) and topics that would copy data back to where it came from are never
+selected, whatever the lists say.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ferry.config.model import FlowConfig
+from ferry.policy import ReplicationPolicy
+
+__all__ = ["TopicSelector"]
+
+
+class TopicSelector:
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
+        self._include = [re.compile(p) for p in flow.topics]
+        self._exclude = [re.compile(p) for p in flow.topics_exclude]
+        self._policy = policy
+        self._target = flow.target
+
+    def accepts(self, topic: str) -> bool:
+        if not any(p.fullmatch(topic) for p in self._include):
+            return False
+        if any(p.fullmatch(topic) for p in self._exclude):
+            return False
+        return self._policy.should_replicate(topic, self._target)
+
+    def select(self, topics: Iterable[str]) -> list[str]:
+        return sorted(t for t in topics if self.accepts(t))

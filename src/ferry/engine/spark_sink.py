@@ -1,0 +1,133 @@
+"""The mirror sink: each Spark task copies the ranges of its bin; the driver records the runs.
+
+`write` runs in an executor's Python worker and returns only after the target acknowledged
+every record of its ranges. `commit` runs on the driver once every task of the batch
+succeeded, and before Spark records the batch as done in its checkpoint: it writes the exact
+offset runs to the flow's offset-runs topic (and waits for the ack) and updates the counters.
+If anything fails first, Spark replays the batch: records may be copied twice (at-least-once),
+never lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+
+from ferry.engine.client_settings import consumer_settings, producer_settings
+from ferry.engine.copier import CopyContext, CopyRange, PartitionResult, copy_bin
+from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_state import FlowState
+from ferry.errors import FerryError, ReplicationError, error_to_text
+from ferry.offset_runs import OffsetSyncRecord
+from ferry.policy import policy_for
+
+__all__ = ["BinReport", "MirrorSink"]
+
+
+@dataclass
+class BinReport(WriterCommitMessage):
+    results: list[PartitionResult]
+    seconds: float
+
+
+class MirrorSink(DataSourceStreamWriter):
+    def __init__(self, spec: FlowSpec) -> None:
+        self.spec = spec
+
+    def write(self, iterator: Iterator[Any]) -> BinReport:
+        from ferry.engine import worker_clients
+
+        began = time.monotonic()
+        rows = list(iterator)
+        if not rows:
+            return BinReport([], 0.0)
+        first = rows[0]
+        ctx = CopyContext(
+            source_alias=self.spec.source.alias,
+            source_bootstrap=self.spec.source.bootstrap_servers,
+            source_cluster_id=first.source_cluster_id,
+            target_alias=self.spec.target.alias,
+            target_bootstrap=self.spec.target.bootstrap_servers,
+            target_cluster_id=first.target_cluster_id,
+        )
+        ranges = [
+            CopyRange(r.topic, r.partition, r.start, r.end, r.remote_topic, r.max_message_bytes)
+            for r in rows
+        ]
+        consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
+        producer_conf = producer_settings(self.spec.target)
+        consumer = worker_clients.consumer_for(consumer_conf)
+        producer, tracker = worker_clients.producer_for(producer_conf)
+        try:
+            results = copy_bin(consumer, producer, tracker, ranges, ctx)
+        except FerryError as exc:
+            worker_clients.evict(consumer_conf, producer_conf)
+            raise RuntimeError(error_to_text(exc)) from None
+        except BaseException:
+            worker_clients.evict(consumer_conf, producer_conf)
+            raise
+        return BinReport(results, time.monotonic() - began)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        reports = [m for m in messages if isinstance(m, BinReport)]
+        results = [r for report in reports for r in report.results]
+        try:
+            self._write_runs(results)
+        except FerryError as exc:
+            raise RuntimeError(error_to_text(exc)) from None
+        FlowState(self.spec.state_dir).add_batch(
+            batchId,
+            [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "end": r.end,
+                    "copied": r.copied,
+                    "skipped": r.skipped,
+                    "bytes": r.bytes,
+                }
+                for r in results
+            ],
+            max((report.seconds for report in reports), default=0.0),
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
+
+    def _write_runs(self, results: list[PartitionResult]) -> None:
+        from ferry.engine import worker_clients
+
+        records = [
+            OffsetSyncRecord(self.spec.flow.source, r.topic, r.partition, run)
+            for r in results
+            for run in r.runs
+        ]
+        if not records:
+            return
+        policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
+        topic = policy.offset_runs_topic(self.spec.flow.source)
+        producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
+        failures: list[str] = []
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(f"{err.name()}: {err.str()}")
+
+        for record in records:
+            producer.produce(
+                topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery
+            )
+        while producer.flush(1.0) > 0:
+            pass
+        if failures:
+            raise ReplicationError(
+                f"could not write {len(failures)} offset run(s): {failures[0]}.",
+                cluster=self.spec.target.alias,
+                topic=topic,
+                partition=0,
+                fix="check that ferry may write to this topic; rerun to retry the batch",
+            )
