@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -84,3 +85,64 @@ def read_all(
         consumer.close()
     assert len(out) == expected, f"read {len(out)} of {expected} records from {topic} in {timeout}s"
     return out
+
+
+def read_offsets(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0
+) -> dict[int, list[tuple[int, Rec]]]:
+    """Like read_all, but per partition, with each record's offset (read_committed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[tuple[int, Rec]]] = {p: [] for p in range(partitions)}
+    count = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while count < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                assert msg.error() is None, msg.error()
+                rec = Rec(
+                    msg.partition(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    msg.timestamp()[1],
+                )
+                out[msg.partition()].append((msg.offset(), rec))
+                count += 1
+    finally:
+        consumer.close()
+    assert count == expected, f"read {count} of {expected} records from {topic} in {timeout}s"
+    return out
+
+
+def record_count(bootstrap: str, topic: str) -> int:
+    """Records a topic holds (high minus low watermark summed), 0 if it does not exist."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-count"})
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return 0
+        total = 0
+        for p in md.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` until true; fail saying `what` did not happen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"within {timeout}s: {what}")

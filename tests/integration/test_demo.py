@@ -1,4 +1,4 @@
-"""`ferry demo` (what `make demo` runs) works end to end and cleans up after itself."""
+"""`ferry demo` (what `make demo` runs) replicates all its traffic and cleans up after itself."""
 
 from __future__ import annotations
 
@@ -11,16 +11,47 @@ from tests.ferry_cli import run_ferry
 
 pytestmark = pytest.mark.integration
 
+PARTITIONS = {"orders": 3, "payments": 2}
 
-def test_demo_round_trips_a_record_on_each_cluster_and_stops_them(tmp_path: Path) -> None:
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_demo_replicates_every_record_from_a_to_b_and_stops_the_clusters(tmp_path: Path) -> None:
     result = run_ferry("demo", "--dir", str(tmp_path), timeout=240)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for alias in ("A", "B"):
-        assert f"hello from {alias}" in result.stdout
-    assert "via=demo" in result.stdout
-    assert "Clusters stopped; no process or port left behind." in result.stdout
-    pids = [int(pid) for pid in re.findall(r"\(pid (\d+),", result.stdout)]
-    assert len(pids) == 2, result.stdout
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+
+    produced = re.search(
+        r"the producer wrote ([\d,]+) records \(orders ([\d,]+), payments ([\d,]+)\)", out
+    )
+    assert produced, out
+    total = _number(produced[1])
+    per_topic = {"orders": _number(produced[2]), "payments": _number(produced[3])}
+    assert total == sum(per_topic.values()) and total >= 10_000, out
+
+    # One table row per topic: source topic, records on A, remote topic, records on B, ...
+    for topic, partitions in PARTITIONS.items():
+        row = re.search(
+            rf"│ {topic}\s+│\s+([\d,]+) │ A\.{topic}\s+│\s+([\d,]+) │ (\d+)/(\d+)\s+│ (\w+)", out
+        )
+        assert row, f"no row for {topic}:\n{out}"
+        on_a, on_b = _number(row[1]), _number(row[2])
+        assert on_a == per_topic[topic] and on_b == on_a, row[0]
+        assert (int(row[3]), int(row[4])) == (partitions, partitions), row[0]
+        assert row[5] == "yes", row[0]
+
+    # The sample copy carries the user's header and ferry's provenance, and matches its source.
+    assert "header     app=demo-shop" in out, out
+    assert re.search(r"header     ferry\.origin=[^|\s]+\|A\|\d+\|\d+\|orders", out), out
+    assert "byte for byte, plus ferry.origin" in out, out
+    assert "What you saw:" in out, out
+
+    assert "Clusters stopped; no process or port left behind." in out
+    pids = [int(pid) for pid in re.findall(r"\(pid (\d+),", out)]
+    assert len(pids) == 2, out
     for pid in pids:
         cmdline = Path(f"/proc/{pid}/cmdline")
         assert not cmdline.exists() or str(tmp_path) not in cmdline.read_text(), pid
+    assert not tmp_path.exists() or not any(tmp_path.iterdir()), list(tmp_path.iterdir())

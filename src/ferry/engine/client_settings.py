@@ -13,7 +13,7 @@ from ferry.config.model import ClusterConfig, FlowConfig
 __all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "consumer_settings", "producer_settings"]
 
 CONSUMER_DEFAULTS = {
-    "fetch.wait.max.ms": "100",
+    "fetch.wait.max.ms": "25",  # a new assignment waits for the previous long poll
     "fetch.max.bytes": "52428800",
     "max.partition.fetch.bytes": "8388608",
     "queued.max.messages.kbytes": "131072",
@@ -39,7 +39,9 @@ def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]
         **source.consumer_config(),
         "group.id": f"ferry-{flow.source}-to-{flow.target}",  # never joined, never committed
         "enable.partition.eof": "true",
-        "auto.offset.reset": "earliest",
+        # Out of range means retention deleted records not yet copied: the copier hears of it
+        # (and reports how many) instead of librdkafka jumping ahead silently.
+        "auto.offset.reset": "error",
         "enable.auto.offset.store": "false",
     }
 

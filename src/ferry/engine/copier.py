@@ -35,8 +35,13 @@ _CONSUME_BATCH = 5000
 _SIZE_CHECK_MARGIN = 8192
 
 
+EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: a range that starts a partition's first copy
+
+
 @dataclass(frozen=True)
 class CopyRange:
+    """Source offsets [start, end); start is EARLIEST for a partition never copied before."""
+
     topic: str
     partition: int
     start: int
@@ -67,6 +72,7 @@ class PartitionResult:
     copied: int = 0
     skipped: int = 0
     bytes: int = 0
+    expired: int = 0  # planned records the source deleted (retention) before they were copied
     runs: list[OffsetRun] = field(default_factory=list)
 
 
@@ -142,7 +148,7 @@ def _copy(
     if not work:
         return results
     active = {(r.topic, r.partition): r for r in work}
-    cursor = {tp: r.start for tp, r in active.items()}
+    cursor = {tp: max(0, r.start) for tp, r in active.items()}
     queues = {tp: tracker.expect(r.remote_topic, r.partition, r.topic) for tp, r in active.items()}
     own_origin = f"{ctx.target_cluster_id}|".encode()
     produce = producer.produce
@@ -150,12 +156,14 @@ def _copy(
 
     def finish(tp: tuple[str, int]) -> None:
         del active[tp]
-        consumer.pause([TopicPartition(tp[0], tp[1])])
+        # Not pause(): librdkafka keeps a partition paused across assign(), so the next task
+        # of this (cached) consumer would never receive it.
+        consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
 
     consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in work])
     last_progress = time.monotonic()
     while active:
-        messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=0.5)
+        messages = _next_messages(consumer)
         poll(0)
         if not messages:
             if time.monotonic() - last_progress > ctx.stall_timeout:
@@ -176,6 +184,9 @@ def _copy(
                     # End of the committed log: nothing more can arrive inside this range.
                     if r is not None and m.offset() >= r.end:
                         finish(tp)
+                    continue
+                if err.code() == KafkaError._AUTO_OFFSET_RESET and r is not None:
+                    _skip_expired(consumer, results[tp], cursor, tp)
                     continue
                 _consume_error(err, m, ctx)
                 continue
@@ -234,6 +245,35 @@ def _copy(
             if offset == r.end - 1:
                 finish(tp)
     return results
+
+
+def _skip_expired(
+    consumer: Any, result: PartitionResult, cursor: dict[tuple[str, int], int], tp: tuple[str, int]
+) -> None:
+    """The source deleted records ferry had not copied yet (retention): count them, go on.
+
+    They cannot be copied any more; halting would halt forever. They are counted and reported
+    (`expired`), never skipped silently.
+    """
+    low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+    result.expired += max(0, low - cursor[tp])
+    cursor[tp] = max(cursor[tp], low)
+    consumer.seek(TopicPartition(tp[0], tp[1], cursor[tp]))
+
+
+def _next_messages(consumer: Any) -> list[Any]:
+    """What is fetched already, or else the first message within 100 ms.
+
+    consume(n, timeout) waits for n messages or the whole timeout, so the tail of every range
+    would cost the full timeout; poll() returns on the first message.
+    """
+    messages: list[Any] = consumer.consume(num_messages=_CONSUME_BATCH, timeout=0)
+    if messages:
+        return messages
+    first = consumer.poll(0.1)
+    if first is None:
+        return []
+    return [first, *consumer.consume(num_messages=_CONSUME_BATCH - 1, timeout=0)]
 
 
 def _check_size(

@@ -59,11 +59,14 @@ class FlowState:
             entry["records"] += p["copied"]
             entry["bytes"] += p["bytes"]
             entry["position"] = p["end"]
+            if p.get("expired"):
+                entry["expired"] = entry.get("expired", 0) + p["expired"]
         stats["batches"] = stats.get("batches", 0) + 1
         stats["last_batch"] = batch_id
         stats["records"] = stats.get("records", 0) + sum(p["copied"] for p in partitions)
         stats["skipped"] = stats.get("skipped", 0) + sum(p["skipped"] for p in partitions)
         stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
+        stats["expired"] = stats.get("expired", 0) + sum(p.get("expired", 0) for p in partitions)
         stats["busy_seconds"] = stats.get("busy_seconds", 0.0) + seconds
         stats["time"] = time.time()
         self._write("stats.json", stats)

@@ -40,7 +40,7 @@ class PartitionRange:
 
     @property
     def count(self) -> int:
-        return self.end - self.start
+        return self.end - max(0, self.start)  # start < 0: "the earliest retained offset"
 
 
 def admit(

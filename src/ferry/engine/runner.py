@@ -59,7 +59,8 @@ class FlowProgress:
     name: str
     records: int = 0
     bytes: int = 0
-    skipped: int = 0
+    skipped: int = 0  # records not copied back to the cluster they came from (loop prevention)
+    expired: int = 0  # records the source deleted (retention) before ferry could copy them
     lag: int = 0
     seconds: float = 0.0
     records_per_second: float = 0.0
@@ -109,8 +110,13 @@ class Runner:
 
     # --- lifecycle --------------------------------------------------------------------------
 
+    def request_stop(self) -> None:
+        """Stop after the current batch of every flow, as the first Ctrl-C does."""
+        self._stopping = True
+
     def run(self) -> list[FlowProgress]:
         spark = self._spark or spark_session(self.config)
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         from ferry.engine.spark_source import MirrorDataSource
 
         spark.dataSource.register(MirrorDataSource)
@@ -237,6 +243,14 @@ class Runner:
             p.records = stats.get("records", 0) - f.baseline.get("records", 0)
             p.bytes = stats.get("bytes", 0) - f.baseline.get("bytes", 0)
             p.skipped = stats.get("skipped", 0) - f.baseline.get("skipped", 0)
+            expired = stats.get("expired", 0) - f.baseline.get("expired", 0)
+            if expired > p.expired:
+                self._notice(
+                    f"flow {f.flow.name}: {expired - p.expired} record(s) were deleted by "
+                    f"retention on {f.flow.source} before they could be copied (see "
+                    f"{f.state.directory / 'stats.json'} for the partitions)"
+                )
+                p.expired = expired
             p.lag = f.state.lag()
             if not p.done:
                 p.seconds = now - f.started

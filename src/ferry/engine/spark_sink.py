@@ -89,6 +89,7 @@ class MirrorSink(DataSourceStreamWriter):
                     "copied": r.copied,
                     "skipped": r.skipped,
                     "bytes": r.bytes,
+                    "expired": r.expired,
                 }
                 for r in results
             ],

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ferry.engine.copier import EARLIEST
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.plan import TP, PartitionRange, admit, pack_bins

@@ -1,0 +1,53 @@
+"""Configs and runs of the replication engine against the session clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ferry.config import FerryConfig, load_config
+from ferry.engine.runner import FlowProgress, Runner
+from ferry.local.broker import BrokerProcess
+from ferry.provenance import ORIGIN_HEADER
+from tests.integration.kafka_helpers import Rec
+
+
+def write_config(
+    directory: Path,
+    clusters: dict[str, BrokerProcess],
+    *,
+    flows: tuple[str, ...] = ("A->B",),
+    topics: str,
+    **settings: Any,
+) -> Path:
+    """A ferry.yaml for single-broker clusters: every replication factor 1, flat keys."""
+    lines = ["clusters:"]
+    lines += [f"  {alias}: {{bootstrap.servers: '{b.bootstrap}'}}" for alias, b in clusters.items()]
+    lines += [f"{flow}.enabled: true" for flow in flows]
+    lines += [
+        f"topics: '{topics}'",
+        "replication.factor: 1",
+        "offset-syncs.topic.replication.factor: 1",
+        f"ferry.state.dir: '{directory / 'state'}'",
+    ]
+    lines += [f"{key.replace('_', '.')}: '{value}'" for key, value in settings.items()]
+    path = directory / "ferry.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_once(config: Path | FerryConfig, spark: Any) -> dict[str, FlowProgress]:
+    cfg = config if isinstance(config, FerryConfig) else load_config(config)
+    return {p.name: p for p in Runner(cfg, once=True, spark=spark).run()}
+
+
+def without_origin(rec: Rec) -> Rec:
+    headers = tuple(h for h in rec.headers if h[0] != ORIGIN_HEADER)
+    return Rec(rec.partition, rec.key, rec.value, headers, rec.timestamp)
+
+
+def origin_of(rec: Rec) -> bytes:
+    values = [v for k, v in rec.headers if k == ORIGIN_HEADER]
+    assert len(values) == 1, f"expected one {ORIGIN_HEADER} header, got {rec.headers}"
+    assert values[0] is not None
+    return values[0]
