@@ -179,10 +179,14 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         source_id, target_id = self._cluster_ids
         manager = self._topic_manager()
         ranges = [
-            # A partition absent from `start` is new: its range starts at 0 and the consumer
-            # moves to the earliest retained record.
+            # A partition absent from `start` is new: its first copy starts at its earliest
+            # retained record, whatever offset that is by the time the task runs.
             PartitionRange(
-                t, p, start.get((t, p), 0), e, manager.policy.remote_topic(self.flow.source, t)
+                t,
+                p,
+                start.get((t, p), EARLIEST),
+                e,
+                manager.policy.remote_topic(self.flow.source, t),
             )
             for (t, p), e in end.items()
             if e > start.get((t, p), 0)
