@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration lint demo clean
+.PHONY: setup test unit integration lint demo bench clean
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -31,12 +31,17 @@ integration: setup
 	$(BIN)/pytest tests/integration
 
 lint: setup
-	$(BIN)/ruff check src tests scripts
-	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/ruff check src tests scripts bench
+	$(BIN)/ruff format --check src tests scripts bench
 	$(BIN)/mypy
 
 demo: setup
 	$(BIN)/ferry demo
+
+# Throughput of `ferry run --once` (1,000,000 x 1 KiB records, 8 partitions, 3 runs);
+# writes bench/results/engine-once.{json,md}. Not part of `make test`.
+bench: setup
+	$(BIN)/python bench/engine_once.py
 
 clean:
 	rm -rf $(VENV) .ferry-local .ferry-demo .pytest_cache .mypy_cache .ruff_cache

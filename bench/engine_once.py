@@ -4,9 +4,11 @@ Measures, per run, the wall-clock time of the whole `ferry run -c CFG --once --j
 (Python and JVM start-up, Spark session, topic creation on the target, every micro-batch,
 shutdown), the CPU seconds and peak resident memory of its process tree (ferry's Python, the
 Spark JVM and its Python workers; the Kafka brokers are not included), and ferry's own
-`seconds` from the JSON summary (from the start of the streaming query to its end, i.e. the
-copy without Spark start-up). Rates are records and MB (1e6 bytes of key + value) per
-wall-clock second; the copy-only rates use ferry's `seconds`.
+`seconds` from the JSON summary (from just before its streaming query starts to its end: no
+JVM or Spark session start-up, but still the start-up of Spark's Python workers). Rates are
+records and MB (1e6 bytes of key + value) per wall-clock second; the copy-only rates use
+ferry's `seconds`. From ferry's state directory it also reports the micro-batches and
+`task_seconds` (per batch, its slowest task; summed): the time actually spent copying.
 
 Each run copies a fresh source topic `bench-<uuid>` (N partitions, R records of V random bytes,
 keys `k<i>`, spread round-robin over the partitions) into a target topic that does not exist
@@ -68,6 +70,8 @@ class RunResult:
     copy_mb_per_second: float
     cpu_seconds: float
     peak_rss_mb: float
+    processes: int
+    load_before: float
     retries: int
     batches: int | None
     task_seconds: float | None
@@ -77,6 +81,8 @@ class RunResult:
 class TreeUsage:
     cpu_seconds: float
     peak_rss_bytes: int
+    processes: int
+    load_before: float  # the machine's 1-minute load average at the start: others' work too
 
 
 def parse_args() -> argparse.Namespace:
@@ -313,8 +319,11 @@ def run_measured(command: list[str], log: Path, timeout: float) -> tuple[int, fl
 
     CPU: the larger of what polling /proc saw (misses each process's last interval) and the
     kernel's rusage of the reaped tree (misses processes orphaned before they exit), so it is
-    a slight underestimate at worst. Peak RSS: the largest sum over the tree at one sample.
+    a slight underestimate at worst. Peak RSS: the largest sum over the tree at one sample;
+    pages that forked Python workers share with their daemon count once per process, so it
+    overstates what the tree really holds.
     """
+    load_before = os.getloadavg()[0]
     with log.with_suffix(".out").open("wb") as out, log.with_suffix(".err").open("wb") as err:
         began = time.monotonic()
         proc = subprocess.Popen(
@@ -330,11 +339,10 @@ def run_measured(command: list[str], log: Path, timeout: float) -> tuple[int, fl
         wall = time.monotonic() - began
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     reaped = rusage.ru_utime + rusage.ru_stime
-    return (
-        proc.returncode,
-        wall,
-        TreeUsage(max(sampler.cpu_seconds, reaped), sampler.peak_rss_bytes),
+    usage = TreeUsage(
+        max(sampler.cpu_seconds, reaped), sampler.peak_rss_bytes, len(sampler.ticks), load_before
     )
+    return proc.returncode, wall, usage
 
 
 def wait_sampling(pid: int, sampler: TreeSampler, timeout: float) -> tuple[int, Any]:
@@ -441,6 +449,8 @@ def result_of(
         copy_mb_per_second=round(payload / copy_seconds / 1e6, 2),
         cpu_seconds=round(usage.cpu_seconds, 2),
         peak_rss_mb=round(usage.peak_rss_bytes / 1e6, 1),
+        processes=usage.processes,
+        load_before=round(usage.load_before, 2),
         exact=exact,
         retries=retries(run_dir / "ferry.err"),
         **flow_stats(run_dir / "state"),
@@ -467,8 +477,9 @@ def machine_info(local: bool) -> dict[str, Any]:
     }
 
 
-def median_of(runs: list[RunResult], field: str) -> float:
-    return round(float(statistics.median(getattr(r, field) for r in runs)), 3)
+def median_of(runs: list[RunResult], field: str) -> float | None:
+    values = [getattr(r, field) for r in runs if getattr(r, field) is not None]
+    return round(float(statistics.median(values)), 3) if values else None
 
 
 def report(args: argparse.Namespace, runs: list[RunResult], local: bool) -> dict[str, Any]:
@@ -481,6 +492,7 @@ def report(args: argparse.Namespace, runs: list[RunResult], local: bool) -> dict
         "copy_mb_per_second",
         "cpu_seconds",
         "peak_rss_mb",
+        "task_seconds",
     )
     return {
         "benchmark": "engine-once",
@@ -513,16 +525,20 @@ def markdown(result: dict[str, Any]) -> str:
         f"Kafka {machine['kafka']}, pyspark {machine['pyspark']}, "
         f"librdkafka {machine['librdkafka']}; extra ferry settings: {settings}. "
         "Rates per wall-clock second of the whole process; copy rates per second of ferry's "
-        "own timing (no Spark start-up). MB = 1e6 bytes of key + value.",
+        "own timing (no JVM or Spark session start-up); task s: time in copy tasks (per "
+        "batch its slowest). "
+        "MB = 1e6 bytes of key + value. load: the machine's 1-minute load average as the run "
+        "started (the brokers and anything else running count too).",
         "",
-        "| run | wall s | ferry s | records/s | MB/s | copy records/s | copy MB/s "
-        "| CPU s | peak RSS MB | batches | retries | target records |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | wall s | ferry s | task s | records/s | MB/s | copy records/s | copy MB/s "
+        "| CPU s | peak RSS MB | batches | retries | load | target records |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for index, run in enumerate(result["runs"], start=1):
         target = f"{run['verified_records']:,}" + ("" if run["exact"] else " (WRONG)")
-        lines.append(row(str(index), run, [str(run["batches"]), str(run["retries"]), target]))
-    lines.append(row("median", result["median"], ["", "", ""]))
+        tail = [str(run["batches"]), str(run["retries"]), f"{run['load_before']:.1f}", target]
+        lines.append(row(str(index), run, tail))
+    lines.append(row("median", result["median"], ["", "", "", ""]))
     return "\n".join(lines) + "\n"
 
 
@@ -531,6 +547,7 @@ def row(label: str, values: dict[str, Any], tail: list[str]) -> str:
         label,
         f"{values['wall_seconds']:.1f}",
         f"{values['ferry_seconds']:.1f}",
+        "" if values["task_seconds"] is None else f"{values['task_seconds']:.1f}",
         f"{values['records_per_second']:,.0f}",
         f"{values['mb_per_second']:.1f}",
         f"{values['copy_records_per_second']:,.0f}",

@@ -167,10 +167,14 @@ def demo(
     directory: DirOption = None,
     keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,
 ) -> None:
-    """Two local clusters and a guided tour."""
+    """Two local clusters, sample traffic, ferry replicating it live, explained."""
     from ferry.demo import run_demo
 
-    run_demo(out, directory or Path(".ferry-demo"), keep=keep)
+    try:
+        run_demo(out, directory or Path(".ferry-demo"), keep=keep)
+    except KeyboardInterrupt:  # a second Ctrl-C; run_demo has cleaned up already
+        err.print("interrupted")
+        raise typer.Exit(130) from None
 
 
 def main() -> None:

@@ -27,15 +27,15 @@ from rich.table import Table
 
 from ferry.errors import FerryError
 from ferry.local import clusters as local
+from ferry.provenance import ORIGIN_HEADER
 
 __all__ = ["run_demo"]
 
 TOPICS = {"orders": 3, "payments": 2}  # topic on A: partitions
 RATE = 3000  # records per second into A, two orders for each payment
 TRAFFIC_SECONDS = 15.0
-CATCH_UP_SECONDS = 60.0  # after the traffic stops; more means ferry is broken, not slow
+CATCH_UP_SECONDS = 45.0  # after the traffic stops; more means ferry is broken, not slow
 STATUS_EVERY_SECONDS = 5.0
-ORIGIN_HEADER = "ferry.origin"
 
 
 def _text(value: object) -> str:
@@ -119,14 +119,13 @@ class _Traffic(threading.Thread):
 
 
 def _sample(n: int) -> tuple[str, bytes, bytes]:
-    """Record n of the traffic: two orders, then a payment for the first of them."""
-    order = n // 3 * 2 + min(n % 3, 1)
-    customer = f"customer-{order * 7 % 40:02d}"
-    if n % 3 == 2:
-        body: dict[str, object] = {"payment": n // 3, "order": order - 1, "amount": 19.9}
-        customer = f"customer-{(order - 1) * 7 % 40:02d}"
+    """Record n of the traffic: two orders, then a payment; keyed by customer."""
+    number, kind = divmod(n, 3)
+    customer = f"customer-{n * 7 % 40:02d}"
+    if kind == 2:
+        body: dict[str, object] = {"payment": number, "customer": customer, "amount": 19.9}
         return "payments", customer.encode(), json.dumps(body).encode()
-    body = {"order": order, "customer": customer, "item": f"sku-{order % 97}", "qty": 1}
+    body = {"order": number * 2 + kind, "customer": customer, "item": f"sku-{n % 97}", "qty": 1}
     return "orders", customer.encode(), json.dumps(body).encode()
 
 
@@ -262,6 +261,7 @@ class _Watch:
             return
         if self.traffic_ended is None:
             self.traffic_ended = now
+            self.next_status = now + STATUS_EVERY_SECONDS
             self._status(now, f"producer done ({self.traffic.total:,}); ferry catches up")
         if self.traffic.error is not None or self.traffic.failures:
             self.runner.request_stop()
@@ -282,12 +282,13 @@ def _holds(a: _Cluster, b: _Cluster, topic: str, partitions: int) -> bool:
     return all(c >= s for c, s in zip(copies, a.counts(topic, partitions), strict=True))
 
 
-def _start_spark() -> Any:
+def _start_spark(state_dir: Path) -> Any:
     from ferry.config.model import FerryConfig
     from ferry.engine.runner import spark_session
 
-    # The demo's config sets no `spark.*` key, so this is the session `ferry run` would build.
-    return spark_session(FerryConfig(clusters={}))
+    # The demo's config sets no `spark.*` key, so this is the session `ferry run` would build
+    # (its log goes to the state dir).
+    return spark_session(FerryConfig(clusters={}, state_dir=state_dir))
 
 
 def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
@@ -310,13 +311,14 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
     spark: Any = None
     clients: list[_Cluster] = []
     traffic: _Traffic | None = None
+    succeeded = False
     try:
         # The brokers start while Spark's JVM does; Spark stays in the main thread, where its
         # session is active (a data source registered from another thread is not found).
         with ThreadPoolExecutor(max_workers=1) as pool:
             brokers_future = pool.submit(local.up, ["A", "B"], directory)
             try:
-                spark = _start_spark()
+                spark = _start_spark(directory / "state")
             finally:
                 brokers = brokers_future.result()
         console.print(
@@ -329,6 +331,7 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
         traffic = _Traffic(brokers["A"].bootstrap, RATE, TRAFFIC_SECONDS)
         clients = [_Cluster(brokers["A"].bootstrap), _Cluster(brokers["B"].bootstrap)]
         _tour(console, directory, brokers, spark, traffic, *clients)
+        succeeded = True
     finally:
         if traffic is not None and traffic.is_alive():
             traffic.stop()
@@ -343,8 +346,11 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
                 f"Replicate again with: ferry run -c {directory / 'ferry.yaml'}"
             )
         else:
-            (directory / "ferry.yaml").unlink(missing_ok=True)
-            shutil.rmtree(directory / "state", ignore_errors=True)
+            if succeeded:
+                (directory / "ferry.yaml").unlink(missing_ok=True)
+                shutil.rmtree(directory / "state", ignore_errors=True)
+            else:
+                console.print(f"ferry's state and Spark's log are kept in {directory / 'state'}")
             local.down(directory)
             console.print("Clusters stopped; no process or port left behind.")
 
@@ -399,7 +405,8 @@ def _tour(
         soft_wrap=False,
     )
     complete = _print_counts(console, a, b, traffic, before)
-    if not (watch.caught_up or watch.timed_out):  # Ctrl-C
+    interrupted = not (watch.caught_up or watch.timed_out)  # Ctrl-C
+    if interrupted and not (complete and traffic.total):
         console.print("Stopped before ferry caught up; the counts above are where it got to.")
         return
     if not complete:
@@ -458,19 +465,20 @@ def _print_sample(console: Console, a: _Cluster, b: _Cluster) -> None:
         _cluster_id, alias, partition, offset, topic = origin.split("|", 4)
         original = a.record(topic, int(partition), int(offset))
     except ValueError:
-        original = None
-    same = original is not None and (
+        raise FerryError(f"the copy's {ORIGIN_HEADER} header is malformed: {origin!r}") from None
+    own_headers = [h for h in headers if h[0] != ORIGIN_HEADER]
+    if original is None or (
         original.key(),
         original.value(),
         original.timestamp(),
-        original.headers(),
-    ) == (copy.key(), copy.value(), copy.timestamp(), [h for h in headers if h[0] != ORIGIN_HEADER])
-    if same:
-        console.print(
-            f"  = {topic} partition {partition} offset {offset} on {alias}, "
-            f"byte for byte, plus {ORIGIN_HEADER}",
-            highlight=False,
-        )
+        original.headers() or [],
+    ) != (copy.key(), copy.value(), copy.timestamp(), own_headers):
+        raise FerryError(f"the copy differs from {topic} partition {partition} offset {offset}")
+    console.print(
+        f"  the original: {topic}, partition {partition}, offset {offset} on {alias}\n"
+        f"  the copy has its key, value, timestamp and headers, plus {ORIGIN_HEADER}",
+        highlight=False,
+    )
 
 
 def _explain(console: Console, state_dir: Path) -> None:

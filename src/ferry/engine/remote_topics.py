@@ -10,6 +10,7 @@ source that gained partitions gets them on the target too. The target never shri
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +95,9 @@ class TopicManager:
             existing = target_md.topics.get(remote[topic])
             if existing is not None and len(existing.partitions) < partitions:
                 self._expand(remote[topic], partitions)
-        limits = self._max_message_bytes(list(remote.values()))
+        limits = self._max_message_bytes(
+            list(remote.values()), just_created={remote[t] for t in missing}
+        )
         return {
             t: RemoteTopic(t, remote[t], n, limits.get(remote[t], DEFAULT_MAX_MESSAGE_BYTES))
             for t, n in selected.items()
@@ -177,19 +180,31 @@ class TopicManager:
                     exc, self.target, topic, "create", key="offset-syncs.topic.replication.factor"
                 ) from None
 
-    def _max_message_bytes(self, topics: list[str]) -> dict[str, int]:
+    def _max_message_bytes(self, topics: list[str], just_created: set[str]) -> dict[str, int]:
         if not topics:
             return {}
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         limits: dict[str, int] = {}
-        for resource, future in self._target_admin.describe_configs(resources).items():
-            try:
-                entries = future.result(self._timeout)
-            except KafkaException as exc:
-                raise self._failure(exc, self.target, resource.name, "describe") from None
-            entry = entries.get("max.message.bytes")
-            if entry is not None and entry.value is not None:
-                limits[resource.name] = int(entry.value)
+        pending = list(topics)
+        deadline = time.monotonic() + self._timeout
+        while pending:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
+            pending = []
+            for resource, future in self._target_admin.describe_configs(resources).items():
+                try:
+                    entries = future.result(self._timeout)
+                except KafkaException as exc:
+                    error = kafka_error_of(exc)
+                    unknown = error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                    # A topic created a moment ago may not be known to the broker answering.
+                    if unknown and resource.name in just_created and time.monotonic() < deadline:
+                        pending.append(resource.name)
+                        continue
+                    raise self._failure(exc, self.target, resource.name, "describe") from None
+                entry = entries.get("max.message.bytes")
+                if entry is not None and entry.value is not None:
+                    limits[resource.name] = int(entry.value)
+            if pending:
+                time.sleep(0.2)
         return limits
 
     # --- errors -----------------------------------------------------------------------------

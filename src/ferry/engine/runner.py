@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.engine.flow_spec import FlowSpec, flow_state_dir
+from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.remote_topics import TopicManager
 from ferry.errors import FerryError, KafkaUnavailableError, error_from_text
@@ -42,6 +44,14 @@ def spark_session(config: FerryConfig) -> Any:
         "spark.python.worker.reuse": "true",
         "spark.ui.showConsoleProgress": "false",
     }
+    if "spark.driver.extraJavaOptions" not in config.spark:
+        # Spark's own log (task failures print whole stack traces) goes to a file; ferry
+        # prints the error that matters, once. The JVM reads this before it logs anything.
+        log_config = _spark_log_config(config.state_dir.resolve())
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config}"
+    # Spark's Python workers must import ferry: run them with this interpreter by default.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local_ip = os.environ.get("SPARK_LOCAL_IP")
     if local_ip:
         settings.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
@@ -50,6 +60,21 @@ def spark_session(config: FerryConfig) -> Any:
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _spark_log_config(state_dir: Path) -> Path:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "log4j2.properties"
+    path.write_text(
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.file.ref = file\n"
+        "appender.file.type = File\n"
+        "appender.file.name = file\n"
+        f"appender.file.fileName = {state_dir / 'spark.log'}\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+    )
+    return path
 
 
 @dataclass
@@ -115,15 +140,22 @@ class Runner:
         self._stopping = True
 
     def run(self) -> list[FlowProgress]:
-        spark = self._spark or spark_session(self.config)
-        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-        from ferry.engine.spark_source import MirrorDataSource
-
-        spark.dataSource.register(MirrorDataSource)
-        bins = int(spark.sparkContext.defaultParallelism)
-        flows = [self._prepare(flow, bins) for flow in self.config.enabled_flows]
+        flows: list[_Flow] = []
         previous = self._install_signal_handlers()
         try:
+            # Clusters first: an unreachable or misconfigured one is reported before Spark
+            # spends seconds starting.
+            for flow in self.config.enabled_flows:
+                self._prepare(flow)
+            spark = self._spark or spark_session(self.config)
+            spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+            from ferry.engine.spark_source import MirrorDataSource
+
+            spark.dataSource.register(MirrorDataSource)
+            bins = int(spark.sparkContext.defaultParallelism)
+            for flow in self.config.enabled_flows:
+                spec = FlowSpec.of(self.config, flow, bins=bins)
+                flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
             for f in flows:
                 self._start(spark, f)
             self._watch(spark, flows)
@@ -134,17 +166,18 @@ class Runner:
                     f.query.stop()
         return [f.progress for f in flows]
 
-    def _prepare(self, flow: FlowConfig, bins: int) -> _Flow:
-        spec = FlowSpec.of(self.config, flow, bins=bins)
-        state = FlowState(flow_state_dir(self.config.state_dir.resolve(), flow))
-        manager = TopicManager(flow, spec.source, spec.target)
+    def _prepare(self, flow: FlowConfig) -> None:
+        """The flow's offset-runs topic exists on the target (so both clusters answer)."""
+        manager = TopicManager(
+            flow, self.config.clusters[flow.source], self.config.clusters[flow.target]
+        )
         policy = policy_for(flow.policy, flow.source)
         self._retrying(
             lambda: manager.ensure_internal_topic(
                 policy.offset_runs_topic(flow.source), flow.offset_syncs_topic_replication_factor
             )
         )
-        return _Flow(flow, spec, state)
+        self._retrying(lambda: (manager.cluster_ids(), None)[1])
 
     def _retrying(self, action: Callable[[], None]) -> None:
         delay = 1.0

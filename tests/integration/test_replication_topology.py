@@ -1,0 +1,91 @@
+"""Topics appearing while running, and active/active flows that must not loop."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ferry.config import load_config
+from ferry.engine.runner import Runner
+from ferry.local.broker import BrokerProcess
+from tests.integration.kafka_helpers import (
+    Rec,
+    create_topic,
+    produce,
+    read_all,
+    record_count,
+    wait_for,
+)
+from tests.integration.replication_setup import run_once, write_config
+
+
+def test_topic_created_while_running_is_replicated_within_the_refresh_interval(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    first, later = f"{topic_name}-first", f"{topic_name}-later"
+    create_topic(a, first, 2)
+    produce(a, first, [Rec(i % 2, None, b"v", (), 0) for i in range(100)])
+    config = write_config(
+        tmp_path,
+        kafka_clusters,
+        topics=f"{topic_name}-.*",
+        **{"refresh.topics.interval.seconds": 3},
+    )
+    runner = Runner(load_config(config), spark=spark)
+    failures: list[BaseException] = []
+
+    def meanwhile() -> None:
+        # Spark's Python data sources resolve only in the thread that registered them, so
+        # ferry runs in the test's thread and the test's actions run here.
+        try:
+            wait_for(lambda: record_count(b, f"A.{first}") == 100, 120, f"A.{first} copied")
+            create_topic(a, later, 3)
+            produce(a, later, [Rec(i % 3, b"k", b"new", (), 0) for i in range(60)])
+            # 3 s refresh interval plus a batch; generous for a loaded 2-core machine.
+            wait_for(lambda: record_count(b, f"A.{later}") == 60, 60, f"A.{later} copied")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            runner.request_stop()
+
+    actions = threading.Thread(target=meanwhile, daemon=True)
+    actions.start()
+    progress = runner.run()
+    actions.join(30)
+    if failures:
+        raise failures[0]
+    assert progress[0].records == 160
+
+
+def test_identity_policy_active_active_copies_each_record_once_without_loops(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    for bootstrap in (a, b):
+        create_topic(bootstrap, topic_name, 2)
+    produce(a, topic_name, [Rec(i % 2, None, f"from-A-{i}".encode(), (), 0) for i in range(50)])
+    produce(b, topic_name, [Rec(i % 2, None, f"from-B-{i}".encode(), (), 0) for i in range(40)])
+    config = write_config(
+        tmp_path,
+        kafka_clusters,
+        flows=("A->B", "B->A"),
+        topics=topic_name,
+        **{"replication.policy.class": "IdentityReplicationPolicy"},
+    )
+
+    first = run_once(config, spark)
+    second = run_once(config, spark)
+    third = run_once(config, spark)
+
+    expected = sorted([f"from-A-{i}" for i in range(50)] + [f"from-B-{i}" for i in range(40)])
+    for bootstrap in (a, b):
+        values = sorted(r.value.decode() for r in read_all(bootstrap, topic_name, 2, 90) if r.value)
+        assert values == expected, "every record exactly once in each cluster"
+        assert record_count(bootstrap, topic_name) == 90
+    copied = sum(p.records for run in (first, second, third) for p in run.values())
+    skipped = sum(p.skipped for run in (first, second, third) for p in run.values())
+    assert copied == 90
+    assert skipped == 90  # every copy was offered back once, and refused
+    assert all(p.records == 0 for p in third.values())
