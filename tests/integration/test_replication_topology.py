@@ -89,3 +89,24 @@ def test_identity_policy_active_active_copies_each_record_once_without_loops(
     assert copied == 90
     assert skipped == 90  # every copy was offered back once, and refused
     assert all(p.records == 0 for p in third.values())
+
+
+def test_source_partitions_added_later_are_added_on_the_target_and_copied(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    produce(a, topic_name, [Rec(i % 2, None, b"before", (), 0) for i in range(20)])
+    config = write_config(tmp_path, kafka_clusters, topics=topic_name)
+    run_once(config, spark)
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(30)
+    produce(a, topic_name, [Rec(i % 4, None, b"after", (), 0) for i in range(40)])
+
+    run_once(config, spark)
+
+    copied = read_all(b, f"A.{topic_name}", 4, 60)
+    assert sorted({r.partition for r in copied if r.value == b"after"}) == [0, 1, 2, 3]
+    assert record_count(b, f"A.{topic_name}") == 60
