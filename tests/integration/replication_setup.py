@@ -24,13 +24,14 @@ def write_config(
     lines = ["clusters:"]
     lines += [f"  {alias}: {{bootstrap.servers: '{b.bootstrap}'}}" for alias, b in clusters.items()]
     lines += [f"{flow}.enabled: true" for flow in flows]
-    lines += [
-        f"topics: '{topics}'",
-        "replication.factor: 1",
-        "offset-syncs.topic.replication.factor: 1",
-        f"ferry.state.dir: '{directory / 'state'}'",
-    ]
-    lines += [f"{key.replace('_', '.')}: '{value}'" for key, value in settings.items()]
+    values: dict[str, Any] = {
+        "topics": topics,
+        "replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "ferry.state.dir": directory / "state",
+        **settings,
+    }
+    lines += [f"{key}: '{value}'" for key, value in values.items()]
     path = directory / "ferry.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path

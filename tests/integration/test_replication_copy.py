@@ -172,6 +172,16 @@ def test_compacted_topic_with_gaps_and_an_empty_partition(
         origins = [Origin.from_bytes(origin_of(r)).offset for _, r in copied[p]]
         assert origins == [o for o, _ in source[p]]
     assert copied[2] == []
+    assert _topic_config(b, f"A.{topic_name}")["cleanup.policy"] == "compact"
+
+
+def _topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    return {name: entry.value for name, entry in entries.items()}
 
 
 def _has_gap(records: list[tuple[int, Rec]]) -> bool:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from ferry.errors import ReplicationError
 from ferry.local.broker import BrokerProcess
 from ferry.provenance import Origin
 from tests.ferry_cli import run_ferry
@@ -22,7 +26,7 @@ from tests.integration.kafka_helpers import (
     record_count,
     wait_for,
 )
-from tests.integration.replication_setup import origin_of, write_config
+from tests.integration.replication_setup import origin_of, run_once, write_config
 
 BATCH = 5000
 
@@ -153,3 +157,48 @@ class _Closed:
     """A cluster nobody listens on (port 9, discard, is closed on loopback)."""
 
     bootstrap = "127.0.0.1:9"
+
+
+def test_remote_topic_that_cannot_be_created_stops_the_flow_with_the_fix(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 1)
+    produce(a, topic_name, [Rec(0, None, b"v", (), 0)])
+    config = write_config(tmp_path, kafka_clusters, topics=topic_name, **{"replication.factor": 3})
+
+    with pytest.raises(ReplicationError) as stopped:
+        run_once(config, spark)
+
+    message = str(stopped.value)
+    assert message.startswith(f"cluster B, topic A.{topic_name}: could not create topic"), message
+    assert "INVALID_REPLICATION_FACTOR" in message
+    assert "set replication.factor (or A->B.replication.factor) to at most" in message
+    assert record_count(b, f"A.{topic_name}") == 0
+
+
+def test_sigterm_stops_after_the_current_batch_and_exits_zero(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    produce(a, topic_name, [Rec(i % 2, None, b"v" * 200, (), 0) for i in range(20_000)])
+    config = write_config(
+        tmp_path, kafka_clusters, topics=topic_name, **{"ferry.batch.max.records": 2000}
+    )
+    log = tmp_path / "run.log"
+    ferry = _start_ferry("run", "-c", str(config), log=log)
+    try:
+        wait_for(lambda: record_count(b, f"A.{topic_name}") > 0, 120, "a first batch copied")
+        ferry.send_signal(signal.SIGTERM)  # the ferry process only, as a service manager does
+        assert ferry.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if ferry.poll() is None:
+            os.killpg(ferry.pid, signal.SIGKILL)
+    assert "stopping after the current batch" in log.read_text()
+    # Every batch that started was finished and committed: a rerun copies only the rest.
+    copied = record_count(b, f"A.{topic_name}")
+    rerun = run_ferry("run", "-c", str(config), "--once", "--json", timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout.splitlines()[-1])["A->B"]["records"] == 20_000 - copied
+    assert record_count(b, f"A.{topic_name}") == 20_000
