@@ -110,3 +110,34 @@ def test_source_partitions_added_later_are_added_on_the_target_and_copied(
     copied = read_all(b, f"A.{topic_name}", 4, 60)
     assert sorted({r.partition for r in copied if r.value == b"after"}) == [0, 1, 2, 3]
     assert record_count(b, f"A.{topic_name}") == 60
+
+
+def test_source_topic_deleted_and_recreated_is_copied_again_from_its_start(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 1)
+    produce(a, topic_name, [Rec(0, None, b"old", (), 0) for _ in range(50)])
+    config = write_config(tmp_path, kafka_clusters, topics=topic_name)
+    run_once(config, spark)
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+    wait_for(lambda: topic_name not in admin.list_topics(timeout=10).topics, 60, "topic deleted")
+    wait_for(lambda: _created(a, topic_name), 60, "topic recreated")
+    produce(a, topic_name, [Rec(0, None, b"new", (), 0) for _ in range(10)])
+
+    second = run_once(config, spark)
+
+    assert second["A->B"].records == 10
+    values = [r.value for r in read_all(b, f"A.{topic_name}", 1, 60)]
+    assert values == [b"old"] * 50 + [b"new"] * 10
+
+
+def _created(bootstrap: str, topic: str) -> bool:
+    try:
+        create_topic(bootstrap, topic, 1)
+    except Exception:  # still being deleted: try again
+        return False
+    return True

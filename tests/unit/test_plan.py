@@ -272,3 +272,14 @@ def test_pack_bins_weighs_unknown_partitions_at_the_default_record_size() -> Non
     ranges = _ranges(x=10, y=100, z=1)
     packed = pack_bins(ranges, 2, record_bytes={("y", 0): 100.0, ("z", 0): 240.0})
     assert _names(packed) == [["x"], ["y", "z"]]
+
+
+def test_range_start_decides_from_the_batch_offsets_alone() -> None:
+    from ferry.engine.plan import EARLIEST, range_start
+
+    assert range_start(None, 10) == EARLIEST  # a new partition: from its earliest record
+    assert range_start(None, 0) is None  # new and empty
+    assert range_start(5, 10) == 5
+    assert range_start(10, 10) is None  # nothing new
+    assert range_start(100, 7) == EARLIEST  # end below progress: recreated, copy from start
+    assert range_start(100, 0) is None  # recreated and empty

@@ -23,19 +23,17 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of
+from ferry.engine.plan import EARLIEST
 from ferry.engine.record_size import single_record_batch_size
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.offset_runs import OffsetRun, RunBuilder
 from ferry.provenance import ORIGIN_HEADER, origin_prefix
 
-__all__ = ["CopyContext", "CopyRange", "DeliveryTracker", "PartitionResult", "copy_bin"]
+__all__ = ["EARLIEST", "CopyContext", "CopyRange", "DeliveryTracker", "PartitionResult", "copy_bin"]
 
 _CONSUME_BATCH = 5000
 # Any record at least this far below the topic limit fits; only bigger ones are measured.
 _SIZE_CHECK_MARGIN = 8192
-
-
-EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: a range that starts a partition's first copy
 
 
 @dataclass(frozen=True)

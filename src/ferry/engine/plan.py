@@ -18,10 +18,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_RECORD_BYTES", "TP", "PartitionRange", "admit", "pack_bins"]
+__all__ = [
+    "DEFAULT_RECORD_BYTES",
+    "EARLIEST",
+    "TP",
+    "PartitionRange",
+    "admit",
+    "pack_bins",
+    "range_start",
+]
 
 TP = tuple[str, int]
 DEFAULT_RECORD_BYTES = 1024.0  # estimate for a partition nothing has been copied from yet
+EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: "the earliest offset still retained"
+
+
+def range_start(start: int | None, end: int) -> int | None:
+    """Where a batch's range of one partition starts, given the batch's start and end offsets.
+
+    None: nothing to copy. A partition the batch did not start with is new, and an end below
+    the start means the partition was recreated (or truncated): both are copied from their
+    earliest retained record, whatever offset that is by the time the task runs. Deciding
+    from (start, end) alone keeps a replayed batch identical to the original one.
+    """
+    if start is None or end < start:
+        return EARLIEST if end > 0 else None
+    return start if end > start else None
 
 
 @dataclass(frozen=True)

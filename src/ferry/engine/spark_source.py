@@ -25,10 +25,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ferry.engine.copier import EARLIEST
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
-from ferry.engine.plan import TP, PartitionRange, admit, pack_bins
+from ferry.engine.plan import TP, PartitionRange, admit, pack_bins, range_start
 from ferry.engine.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
 
@@ -144,8 +143,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = dict(self._available_now)
         self.state.write_latest({tp_key(*tp): o for tp, o in latest.items()})
-        # A partition seen for the first time starts at its earliest retained record.
-        new = [tp for tp in latest if tp not in start]
+        # A partition seen for the first time starts at its earliest retained record; so does
+        # one whose end fell below ferry's progress (its topic was deleted and recreated).
+        new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
+        for tp in new:
+            if tp in start:
+                self._notice(
+                    f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
+                    f"below ferry's position {start[tp]}: recreated? copying it from its start"
+                )
         begin = dict(start)
         if new:
             earliest = self._end_offsets("earliest")
@@ -161,7 +167,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         result = dict(start)
         for tp, end in ends.items():
-            if end > begin[tp] or tp in start:
+            if end != begin[tp] or tp in start:
                 result[tp] = end
         return _nested(result)
 
@@ -179,17 +185,9 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         source_id, target_id = self._cluster_ids
         manager = self._topic_manager()
         ranges = [
-            # A partition absent from `start` is new: its first copy starts at its earliest
-            # retained record, whatever offset that is by the time the task runs.
-            PartitionRange(
-                t,
-                p,
-                start.get((t, p), EARLIEST),
-                e,
-                manager.policy.remote_topic(self.flow.source, t),
-            )
+            PartitionRange(t, p, begin, e, manager.policy.remote_topic(self.flow.source, t))
             for (t, p), e in end.items()
-            if e > start.get((t, p), 0)
+            if (begin := range_start(start.get((t, p)), e)) is not None
         ]
         record_bytes = self.state.record_bytes()
         bins = self.flow.bins or self.spec.bins
@@ -221,6 +219,11 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, BinPartition)
         yield from partition.rows
+
+    def _notice(self, message: str) -> None:
+        import sys
+
+        print(f"ferry: flow {self.flow.name}: {message}", file=sys.stderr, flush=True)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # progress is Spark's checkpoint; nothing is committed to the source cluster
