@@ -149,6 +149,10 @@ def _copy(
     cursor = {tp: max(0, r.start) for tp, r in active.items()}
     queues = {tp: tracker.expect(r.remote_topic, r.partition, r.topic) for tp, r in active.items()}
     own_origin = f"{ctx.target_cluster_id}|".encode()
+    prefixes = {
+        tp: origin_prefix(ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition)
+        for tp, r in active.items()
+    }
     produce = producer.produce
     poll = producer.poll
 
@@ -172,24 +176,28 @@ def _copy(
                     f"(e.g. {next(iter(active))[0]}); retrying",
                 )
             continue
-        last_progress = time.monotonic()
         for m in messages:
             tp = (m.topic(), m.partition())
             r = active.get(tp)
             err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
+                    last_progress = time.monotonic()
                     # End of the committed log: nothing more can arrive inside this range.
                     if r is not None and m.offset() >= r.end:
                         finish(tp)
                     continue
                 if err.code() == KafkaError._AUTO_OFFSET_RESET and r is not None:
-                    _skip_expired(consumer, results[tp], cursor, tp)
+                    _skip_expired(consumer, results[tp], cursor, r)
+                    last_progress = time.monotonic()
                     continue
                 _consume_error(err, m, ctx)
                 continue
             if r is None:
                 continue
+            # Only data counts as progress: librdkafka repeats transient error events, and a
+            # source that sends nothing else must still reach the stall timeout.
+            last_progress = time.monotonic()
             offset = m.offset()
             if offset < cursor[tp]:
                 continue  # already seen (a stale prefetch of a reused consumer)
@@ -204,21 +212,19 @@ def _copy(
             if headers is None:
                 headers = []
             origin = None
+            size = (len(key) if key else 0) + (len(value) if value else 0)
             for name, data in headers:
-                if name == ORIGIN_HEADER:
+                size += len(name) + (len(data) if data else 0)
+                if name == ORIGIN_HEADER and origin is None:
                     origin = data
-                    break
             if origin is None:
-                before, after = origin_prefix(
-                    ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition
-                )
+                before, after = prefixes[tp]
                 headers.append((ORIGIN_HEADER, f"{before}{offset}{after}".encode()))
             elif origin.startswith(own_origin):
                 result.skipped += 1  # it came from the target: copying it back would loop
                 if offset == r.end - 1:
                     finish(tp)
                 continue
-            size = (len(key) if key else 0) + (len(value) if value else 0)
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
                 _check_size(key, value, headers, r, offset, ctx)
             timestamp = m.timestamp()[1]
@@ -239,22 +245,23 @@ def _copy(
                     raise _produce_error(exc, r, offset, ctx) from None
             queues[tp].append(offset)
             result.copied += 1
-            result.bytes += size
+            result.bytes += (len(key) if key else 0) + (len(value) if value else 0)
             if offset == r.end - 1:
                 finish(tp)
     return results
 
 
 def _skip_expired(
-    consumer: Any, result: PartitionResult, cursor: dict[tuple[str, int], int], tp: tuple[str, int]
+    consumer: Any, result: PartitionResult, cursor: dict[tuple[str, int], int], r: CopyRange
 ) -> None:
     """The source deleted records ferry had not copied yet (retention): count them, go on.
 
     They cannot be copied any more; halting would halt forever. They are counted and reported
     (`expired`), never skipped silently.
     """
+    tp = (r.topic, r.partition)
     low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
-    result.expired += max(0, low - cursor[tp])
+    result.expired += max(0, min(low, r.end) - cursor[tp])
     cursor[tp] = max(cursor[tp], low)
     consumer.seek(TopicPartition(tp[0], tp[1], cursor[tp]))
 
