@@ -83,7 +83,7 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(
                 seen.append(offset)
         assert seen == list(range(total // 4)), f"partition {p}: missing or reordered records"
     print(f"SIGKILL after {copied_before_restart} copied records caused {duplicates} duplicates")
-    assert duplicates <= BATCH * 4  # at most the batch in flight, replayed
+    assert duplicates <= BATCH + 4  # at most the one batch in flight, replayed (+1 per partition)
 
 
 def test_record_too_large_for_target_halts_then_rerun_completes(
