@@ -95,6 +95,8 @@ class FlowConfig(_Frozen):
     heartbeats_topic_replication_factor: int = 3
     checkpoints_topic_replication_factor: int = 3
     offset_syncs_topic_replication_factor: int = 3
+    monitor_min_delay_latest_offset: int = 0
+    monitor_min_delay_consume_offset: int = 0
     batch_max_records: int = 1_000_000
     batch_max_bytes: int = 256 * 1024 * 1024
     bins: int = 0  # 0: Spark's default parallelism (one bin per core)
