@@ -129,6 +129,10 @@ def run(
         typer.Option("--once", help="Copy everything available at start, then exit 0"),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Serve Prometheus /metrics and /healthz on 127.0.0.1:PORT (0: any)"),
+    ] = None,
 ) -> None:
     """Replicate every enabled flow (one Spark streaming query each) until stopped."""
     from ferry.config import load_config
@@ -142,7 +146,13 @@ def run(
             f"{cfg.clusters[flow.target].bootstrap_servers}"
         )
     with ProgressView(err) as view:
-        runner = Runner(cfg, once=once, on_progress=view.update, on_notice=lambda m: err.print(m))
+        runner = Runner(
+            cfg,
+            once=once,
+            on_progress=view.update,
+            on_notice=lambda m: err.print(m),
+            metrics_port=metrics_port,
+        )
         flows = runner.run()
     if as_json:
         print(

@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of
+from ferry.engine.latency import Histogram
 from ferry.engine.plan import EARLIEST
 from ferry.engine.record_size import single_record_batch_size
 from ferry.errors import KafkaUnavailableError, ReplicationError
@@ -72,6 +73,8 @@ class PartitionResult:
     bytes: int = 0
     expired: int = 0  # planned records the source deleted (retention) before they were copied
     runs: list[OffsetRun] = field(default_factory=list)
+    record_age: Histogram = field(default_factory=Histogram)  # ms, consume time - timestamp
+    latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
 
 
 class DeliveryTracker:
@@ -84,12 +87,14 @@ class DeliveryTracker:
         self.pending: dict[tuple[str, int], deque[int]] = {}
         self.builders: dict[tuple[str, int], RunBuilder] = {}
         self.sources: dict[tuple[str, int], str] = {}
+        self.latency: dict[tuple[str, int], Histogram] = {}
         self.errors: list[tuple[str, int, int, KafkaError]] = []
 
     def expect(self, remote_topic: str, partition: int, source_topic: str) -> deque[int]:
         key = (remote_topic, partition)
         self.builders[key] = RunBuilder()
         self.sources[key] = source_topic
+        self.latency[key] = Histogram()
         queue: deque[int] = deque()
         self.pending[key] = queue
         return queue
@@ -101,6 +106,9 @@ class DeliveryTracker:
             self.errors.append((key[0], key[1], upstream, err))
         else:
             self.builders[key].add(upstream, msg.offset())
+            timestamp = msg.timestamp()[1]
+            if timestamp > 0:
+                self.latency[key].observe(time.time() * 1000 - timestamp)
 
 
 def copy_bin(
@@ -130,6 +138,7 @@ def copy_bin(
         )
         builder = tracker.builders.get((remote, result.partition))
         result.runs = builder.runs() if builder is not None else []
+        result.latency = tracker.latency.get((remote, result.partition), Histogram())
     return list(results.values())
 
 
@@ -176,6 +185,7 @@ def _copy(
                     f"(e.g. {next(iter(active))[0]}); retrying",
                 )
             continue
+        now_ms = time.time() * 1000
         for m in messages:
             tp = (m.topic(), m.partition())
             r = active.get(tp)
@@ -228,6 +238,8 @@ def _copy(
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
                 _check_size(key, value, headers, r, offset, ctx)
             timestamp = m.timestamp()[1]
+            if timestamp > 0:
+                result.record_age.observe(now_ms - timestamp)
             while True:
                 try:
                     produce(

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ferry.engine.latency import Histogram
+
 __all__ = ["FlowState", "tp_key"]
 
 
@@ -61,6 +63,11 @@ class FlowState:
             entry["position"] = p["end"]
             if p.get("expired"):
                 entry["expired"] = entry.get("expired", 0) + p["expired"]
+            for name in ("latency", "record_age"):
+                if name in p:
+                    histogram = Histogram.from_json(entry.get(name))
+                    histogram.add(Histogram.from_json(p[name]))
+                    entry[name] = histogram.to_json()
         stats["batches"] = stats.get("batches", 0) + 1
         stats["last_batch"] = batch_id
         stats["records"] = stats.get("records", 0) + sum(p["copied"] for p in partitions)
@@ -68,6 +75,7 @@ class FlowState:
         stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
         stats["expired"] = stats.get("expired", 0) + sum(p.get("expired", 0) for p in partitions)
         stats["busy_seconds"] = stats.get("busy_seconds", 0.0) + seconds
+        stats["last_batch_seconds"] = seconds
         stats["time"] = time.time()
         self._write("stats.json", stats)
 
@@ -80,7 +88,12 @@ class FlowState:
                 sizes[(topic, int(partition))] = entry["bytes"] / entry["records"]
         return sizes
 
+    def partition_lags(self) -> dict[str, int]:
+        """Per `topic:partition`, records on the source not yet copied (approximate: the
+        planner's last look at the source against the last committed batch)."""
+        positions = {k: v.get("position", 0) for k, v in self.stats().get("partitions", {}).items()}
+        return {k: max(0, end - positions.get(k, 0)) for k, end in self.latest().items()}
+
     def lag(self) -> int:
         """Records available on the source and not yet copied (as of the planner's last look)."""
-        positions = {k: v.get("position", 0) for k, v in self.stats().get("partitions", {}).items()}
-        return sum(max(0, end - positions.get(k, 0)) for k, end in self.latest().items())
+        return sum(self.partition_lags().values())

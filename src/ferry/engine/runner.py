@@ -23,6 +23,7 @@ from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.remote_topics import TopicManager
 from ferry.errors import FerryError, KafkaUnavailableError, error_from_text
+from ferry.metrics_http import MetricsServer
 from ferry.policy import policy_for
 
 __all__ = ["FlowProgress", "Runner", "spark_session"]
@@ -106,6 +107,7 @@ class _Flow:
     backoff: float = 1.0
     retry_at: float | None = None
     last_sample: tuple[float, int, int] = (0.0, 0, 0)
+    errors: dict[str, int] = field(default_factory=dict)  # failures by kind, for metrics
 
     def __post_init__(self) -> None:
         self.progress = FlowProgress(self.flow.name)
@@ -120,6 +122,7 @@ class Runner:
         spark: Any = None,
         on_progress: Callable[[list[FlowProgress]], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if not config.enabled_flows:
             raise FerryError(
@@ -132,6 +135,9 @@ class Runner:
         self._on_progress = on_progress or (lambda _p: None)
         self._notice = on_notice or (lambda _m: None)
         self._stopping = False
+        self._metrics_port = metrics_port
+        self.metrics_url: str | None = None  # set once the metrics endpoint is serving
+        self._last_tick = time.monotonic()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -141,6 +147,7 @@ class Runner:
 
     def run(self) -> list[FlowProgress]:
         flows: list[_Flow] = []
+        server: MetricsServer | None = None
         previous = self._install_signal_handlers()
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
@@ -156,15 +163,39 @@ class Runner:
             for flow in self.config.enabled_flows:
                 spec = FlowSpec.of(self.config, flow, bins=bins)
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
+            server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
             self._watch(spark, flows)
         finally:
             self._restore_signal_handlers(previous)
+            if server is not None:
+                server.stop()
             for f in flows:
                 if f.query is not None and f.query.isActive:
                     f.query.stop()
         return [f.progress for f in flows]
+
+    def _serve_metrics(self, flows: list[_Flow]) -> MetricsServer | None:
+        if self._metrics_port is None:
+            return None
+        from prometheus_client import CollectorRegistry
+
+        from ferry.engine.run_metrics import RunMetrics
+
+        registry = CollectorRegistry()
+        registry.register(RunMetrics(lambda: [(f.flow.name, f.state, f.errors) for f in flows]))
+        # Healthy while the watch loop turns: a wedged driver fails its liveness probe.
+        server = MetricsServer(
+            registry,
+            port=self._metrics_port,
+            healthy=lambda: time.monotonic() - self._last_tick < 30,
+        ).start()
+        self.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
+        self._notice(
+            f"metrics on {self.metrics_url}, health on http://127.0.0.1:{server.port}/healthz"
+        )
+        return server
 
     def _prepare(self, flow: FlowConfig) -> None:
         """The flow's offset-runs topic exists on the target (so both clusters answer)."""
@@ -220,6 +251,7 @@ class Runner:
 
     def _watch(self, spark: Any, flows: list[_Flow]) -> None:
         while True:
+            self._last_tick = time.monotonic()
             for f in flows:
                 self._check(spark, f)
             self._update_progress(flows)
@@ -248,7 +280,10 @@ class Runner:
         error = error_from_text(text) or FerryError(
             f"flow {f.flow.name} failed in Spark: {_first_line(text)}"
         )
-        if isinstance(error, KafkaUnavailableError) and not self._stopping:
+        retry = isinstance(error, KafkaUnavailableError) and not self._stopping
+        kind = "unavailable" if retry else "fatal"
+        f.errors[kind] = f.errors.get(kind, 0) + 1
+        if retry:
             self._notice(f"flow {f.flow.name}: {error}; retrying in {f.backoff:.0f}s")
             f.query = None
             f.retry_at = time.monotonic() + f.backoff

@@ -90,6 +90,8 @@ class MirrorSink(DataSourceStreamWriter):
                     "skipped": r.skipped,
                     "bytes": r.bytes,
                     "expired": r.expired,
+                    "latency": r.latency.to_json(),
+                    "record_age": r.record_age.to_json(),
                 }
                 for r in results
             ],
