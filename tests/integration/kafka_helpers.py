@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -131,11 +131,29 @@ def record_count(bootstrap: str, topic: str) -> int:
             return 0
         total = 0
         for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            low, high = _watermarks(consumer, TopicPartition(topic, p))
             total += high - low
         return total
     finally:
         consumer.close()
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """Watermarks, waiting out a just-created partition that has no leader yet."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            return int(low), int(high)
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            transient = code in (
+                KafkaError.NOT_LEADER_FOR_PARTITION,
+                KafkaError.LEADER_NOT_AVAILABLE,
+            )
+            if not transient or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
