@@ -173,6 +173,59 @@ def run(
 
 
 @app.command()
+def monitor(
+    config: ConfigOption,
+    metrics_port: Annotated[
+        int,
+        typer.Option(help="Serve /metrics and /healthz on 127.0.0.1:PORT; 0 = any free port"),
+    ] = 9464,
+    webhook: Annotated[
+        str | None,
+        typer.Option(help="POST each alert and recovery as JSON to this http(s) URL"),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Sample every flow once, print the offsets, exit"),
+    ] = False,
+) -> None:
+    """Watch every enabled flow for sync delay (seed 001) and serve Prometheus metrics."""
+    from ferry.config import load_config
+    from ferry.monitor import service
+
+    cfg = load_config(config)
+    if once:
+        failed = False
+        for flow, sample in service.sample_once(cfg):
+            if isinstance(sample, FerryError):
+                err.print(f"flow {flow.name}: {sample}", highlight=False, markup=False)
+                failed = True
+                continue
+            if not sample.pairs:
+                out.print(f"flow {flow.name}: no replicated topic", highlight=False)
+            for p in sample.pairs:
+                group = f" group {p.group}" if p.group is not None else ""
+                out.print(
+                    f"flow {flow.name} {p.kind.value}{group} {p.topic} partition {p.partition}: "
+                    f"{flow.source} {p.a}, {flow.target} {p.b} ({p.remote_topic})",
+                    highlight=False,
+                    markup=False,
+                )
+        if failed:
+            raise typer.Exit(1)
+        return
+
+    def ready(port: int) -> None:
+        print(f"metrics: http://127.0.0.1:{port}/metrics  health: http://127.0.0.1:{port}/healthz")
+        sys.stdout.flush()
+
+    try:
+        service.serve(cfg, port=metrics_port, webhook_url=webhook, on_ready=ready)
+    except KeyboardInterrupt:  # a second Ctrl-C while a sample was waiting on a cluster
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+@app.command()
 def demo(
     directory: DirOption = None,
     keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,

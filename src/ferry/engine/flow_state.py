@@ -44,6 +44,11 @@ class FlowState:
         tmp.write_text(json.dumps(data))
         tmp.replace(self.directory / name)
 
+    @property
+    def stop_marker(self) -> Path:
+        """While this file exists the planner plans no new batch (a graceful stop)."""
+        return self.directory / "stopping"
+
     def stats(self) -> dict[str, Any]:
         return self._read("stats.json")
 

@@ -186,16 +186,18 @@ class Runner:
         registry = CollectorRegistry()
         registry.register(RunMetrics(lambda: [(f.flow.name, f.state, f.errors) for f in flows]))
         # Healthy while the watch loop turns: a wedged driver fails its liveness probe.
-        server = MetricsServer(
-            registry,
-            port=self._metrics_port,
-            healthy=lambda: time.monotonic() - self._last_tick < 30,
-        ).start()
+        server = MetricsServer(registry, self._health, port=self._metrics_port).start()
         self.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
         self._notice(
             f"metrics on {self.metrics_url}, health on http://127.0.0.1:{server.port}/healthz"
         )
         return server
+
+    def _health(self) -> tuple[bool, str]:
+        idle = time.monotonic() - self._last_tick
+        if idle < 30:
+            return True, "ok"
+        return False, f"ferry run's driver loop has not turned for {idle:.0f}s"
 
     def _prepare(self, flow: FlowConfig) -> None:
         """The flow's offset-runs topic exists on the target (so both clusters answer)."""
@@ -241,6 +243,7 @@ class Runner:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{f.flow.trigger_interval_ms} milliseconds")
+        f.state.stop_marker.unlink(missing_ok=True)
         if not f.baseline:
             f.baseline = f.state.stats()
             f.started = time.monotonic()
@@ -293,7 +296,15 @@ class Runner:
         raise error
 
     def _stop_gracefully(self, flows: list[_Flow]) -> None:
-        """Let each running batch finish (its copies are acked and committed), then stop."""
+        """Let each running batch finish (its copies are acked and committed), then stop.
+
+        Under steady traffic a new batch starts as soon as one ends, so the planner is told
+        first (a marker file) to plan no more; then the running batch is awaited.
+        """
+        for f in flows:
+            if f.query is not None and f.query.isActive:
+                f.state.directory.mkdir(parents=True, exist_ok=True)
+                f.state.stop_marker.touch()
         for f in flows:
             if f.query is None or not f.query.isActive:
                 continue
@@ -301,6 +312,7 @@ class Runner:
             while f.query.status.get("isTriggerActive") and time.monotonic() < deadline:
                 time.sleep(0.1)
             f.query.stop()
+            f.state.stop_marker.unlink(missing_ok=True)
             f.progress.seconds = time.monotonic() - f.started
 
     def _update_progress(self, flows: list[_Flow]) -> None:

@@ -137,6 +137,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise RuntimeError(error_to_text(exc)) from None
 
     def _latest_offset(self, start: dict[TP, int], limit: ReadLimit) -> dict[str, Any]:
+        if self.state.stop_marker.exists():
+            return _nested(start)  # ferry run is stopping: let the running batch be the last
         if self._available_now is None:
             self._refresh()
             latest = self._end_offsets("latest")

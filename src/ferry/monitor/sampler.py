@@ -1,0 +1,195 @@
+"""The Kafka side of `ferry monitor`: one sample of every offset pair a flow is judged by.
+
+Kept apart from the loop (`ferry.monitor.service`) so the loop, the detector and the metrics
+can be tested with a fake sampler and no broker. A sample is taken from the outside, with
+admin clients only: the monitor must see what a consumer on B would see, whatever ferry
+believes it copied.
+
+For each replicated source partition: A's log end (high watermark) and the log end of its
+remote copy on B. With `sync.group.offsets.enabled`, for each group the flow syncs: its
+committed offset on A and on B. A remote partition or group offset B does not have yet counts
+as 0 (nothing copied), so a replicator that never started is a delay, not a blind spot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.engine.selection import TopicSelector
+from ferry.monitor.sync_delay import DelayKind
+from ferry.policy import policy_for
+
+__all__ = ["FlowSample", "KafkaSampler", "OffsetPair", "Sampler"]
+
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class OffsetPair:
+    """One series' offsets this period: A's for a source partition, B's for its copy."""
+
+    kind: DelayKind
+    group: str | None  # None for `latest`
+    topic: str  # the source topic on A
+    remote_topic: str  # its name on B
+    partition: int
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class FlowSample:
+    flow: str
+    pairs: tuple[OffsetPair, ...]
+
+
+class Sampler(Protocol):
+    def sample(self, flow: FlowConfig) -> FlowSample:
+        """Sample every series of `flow`; KafkaUnavailableError if a cluster did not answer."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class KafkaSampler:
+    """Samples with one admin client per cluster, reused across periods."""
+
+    def __init__(self, config: FerryConfig, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._config = config
+        self._timeout = timeout
+        self._admins: dict[str, Any] = {}
+
+    def _admin(self, alias: str) -> Any:
+        if alias not in self._admins:
+            self._admins[alias] = AdminClient(dict(self._config.clusters[alias].admin_config()))
+        return self._admins[alias]
+
+    def close(self) -> None:
+        self._admins.clear()  # librdkafka closes a client when its last reference goes
+
+    def sample(self, flow: FlowConfig) -> FlowSample:
+        source = self._config.clusters[flow.source]
+        target = self._config.clusters[flow.target]
+        policy = policy_for(flow.policy, flow.source)
+        selector = TopicSelector(flow, policy)
+        partitions = {
+            name: len(md.partitions)
+            for name, md in self._topics(source).items()
+            if md.error is None and selector.accepts(name)
+        }
+        remote = {t: policy.remote_topic(flow.source, t) for t in partitions}
+        on_b = {
+            name: len(md.partitions)
+            for name, md in self._topics(target).items()
+            if md.error is None and name in remote.values()
+        }
+        a_ends = self._log_ends(source, [(t, p) for t, n in partitions.items() for p in range(n)])
+        b_ends = self._log_ends(
+            target, [(remote[t], p) for t in partitions for p in range(on_b.get(remote[t], 0))]
+        )
+        pairs = [
+            OffsetPair(DelayKind.LATEST, None, t, remote[t], p, end, b_ends.get((remote[t], p), 0))
+            for (t, p), end in sorted(a_ends.items())
+        ]
+        if flow.sync_group_offsets_enabled:
+            pairs += self._group_pairs(flow, source, target, remote)
+        return FlowSample(flow.name, tuple(pairs))
+
+    # --- Kafka requests -------------------------------------------------------------------
+
+    def _topics(self, cluster: ClusterConfig) -> dict[str, Any]:
+        try:
+            topics: dict[str, Any] = (
+                self._admin(cluster.alias).list_topics(timeout=self._timeout).topics
+            )
+        except KafkaException as exc:
+            raise unavailable(cluster, exc) from None
+        return topics
+
+    def _log_ends(
+        self, cluster: ClusterConfig, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
+        if not request:
+            return {}
+        futures = self._admin(cluster.alias).list_offsets(request, request_timeout=self._timeout)
+        ends: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            try:
+                ends[(tp.topic, tp.partition)] = int(future.result(self._timeout + 5).offset)
+            except (KafkaException, TimeoutError) as exc:
+                self._raise_if_unreachable(cluster, exc)
+                # Anything else (e.g. the topic was deleted a moment ago): no sample for it.
+        return ends
+
+    def _group_pairs(
+        self,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        remote: dict[str, str],
+    ) -> list[OffsetPair]:
+        include = [re.compile(p) for p in flow.groups]
+        exclude = [re.compile(p) for p in flow.groups_exclude]
+        pairs: list[OffsetPair] = []
+        for group in sorted(self._groups(source)):
+            if not any(p.fullmatch(group) for p in include):
+                continue
+            if any(p.fullmatch(group) for p in exclude):
+                continue
+            committed_a = {
+                tp: offset
+                for tp, offset in self._committed(source, group, None).items()
+                if tp[0] in remote and offset >= 0
+            }
+            if not committed_a:
+                continue
+            asked = [TopicPartition(remote[t], p) for t, p in committed_a]
+            committed_b = self._committed(target, group, asked)
+            for (t, p), offset in sorted(committed_a.items()):
+                b = max(0, committed_b.get((remote[t], p), 0))
+                pairs.append(OffsetPair(DelayKind.CONSUME, group, t, remote[t], p, offset, b))
+        return pairs
+
+    def _groups(self, cluster: ClusterConfig) -> list[str]:
+        try:
+            result = (
+                self._admin(cluster.alias)
+                .list_consumer_groups(request_timeout=self._timeout)
+                .result(self._timeout + 5)
+            )
+        except (KafkaException, TimeoutError) as exc:
+            raise unavailable(cluster, exc) from None
+        return [str(listing.group_id) for listing in result.valid]
+
+    def _committed(
+        self, cluster: ClusterConfig, group: str, partitions: list[Any] | None
+    ) -> dict[tuple[str, int], int]:
+        request = [ConsumerGroupTopicPartitions(group, partitions)]
+        futures = self._admin(cluster.alias).list_consumer_group_offsets(
+            request, request_timeout=self._timeout
+        )
+        try:
+            result = futures[group].result(self._timeout + 5)
+        except (KafkaException, TimeoutError) as exc:
+            self._raise_if_unreachable(cluster, exc)
+            return {}  # e.g. the group was deleted since it was listed
+        return {
+            (tp.topic, tp.partition): int(tp.offset)
+            for tp in result.topic_partitions or ()
+            if tp.error is None
+        }
+
+    @staticmethod
+    def _raise_if_unreachable(cluster: ClusterConfig, exc: BaseException) -> None:
+        error = kafka_error_of(exc)
+        if error is None or error.code() in UNREACHABLE_CODES:
+            raise unavailable(cluster, exc) from None
