@@ -54,37 +54,9 @@ def produce(bootstrap: str, topic: str, records: list[Rec]) -> None:
 def read_all(
     bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0
 ) -> list[Rec]:
-    """Read every partition from the beginning until `expected` records arrived or time is up."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[Rec] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            out.append(
-                Rec(
-                    msg.partition(),
-                    msg.key(),
-                    msg.value(),
-                    tuple(msg.headers() or ()),
-                    msg.timestamp()[1],
-                )
-            )
-    finally:
-        consumer.close()
-    assert len(out) == expected, f"read {len(out)} of {expected} records from {topic} in {timeout}s"
-    return out
+    """Every partition's records from the beginning (partition by partition, in order)."""
+    by_partition = read_offsets(bootstrap, topic, partitions, expected, timeout)
+    return [rec for p in range(partitions) for _, rec in by_partition[p]]
 
 
 def read_offsets(

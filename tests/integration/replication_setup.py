@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,31 @@ def write_config(
 def run_once(config: Path | FerryConfig, spark: Any) -> dict[str, FlowProgress]:
     cfg = config if isinstance(config, FerryConfig) else load_config(config)
     return {p.name: p for p in Runner(cfg, once=True, spark=spark).run()}
+
+
+def run_beside(runner: Runner, actions: Callable[[], None]) -> list[FlowProgress]:
+    """Run ferry in this thread and `actions` in another; ferry stops when they end.
+
+    Spark's Python data sources resolve only in the thread that registered them, so ferry
+    must run in the test's thread. A failure of `actions` is raised here.
+    """
+    failures: list[BaseException] = []
+
+    def meanwhile() -> None:
+        try:
+            actions()
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            runner.request_stop()
+
+    beside = threading.Thread(target=meanwhile, daemon=True)
+    beside.start()
+    progress = runner.run()
+    beside.join(30)
+    if failures:
+        raise failures[0]
+    return progress
 
 
 def without_origin(rec: Rec) -> Rec:

@@ -17,7 +17,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from ferry.monitor.service import MonitorService
 from ferry.monitor.sync_delay import DelayKind
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
-from tests.integration.replication_setup import write_config
+from tests.integration.replication_setup import run_beside, write_config
 
 PT = 2  # sync.group.offsets.interval.seconds: the monitor's period
 
@@ -115,26 +114,6 @@ def _phase(what: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr)  # shown with -s
 
 
-def _while_running(runner: Runner, actions: Callable[[], None]) -> None:
-    """Run ferry in this thread and `actions` beside it; ferry stops when they end."""
-    failures: list[BaseException] = []
-
-    def meanwhile() -> None:
-        try:
-            actions()
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            runner.request_stop()
-
-    beside = threading.Thread(target=meanwhile, daemon=True)
-    beside.start()
-    runner.run()
-    beside.join(30)
-    if failures:
-        raise failures[0]
-
-
 def test_an_alert_rises_while_ferry_is_stopped_and_clears_once_it_catches_up(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
@@ -169,7 +148,7 @@ def test_an_alert_rises_while_ferry_is_stopped_and_clears_once_it_catches_up(
             assert monitor.healthz() == (200, "ok\n")
 
         _phase("ferry starting")
-        _while_running(Runner(config, spark=spark), copying_steadily)
+        run_beside(Runner(config, spark=spark), copying_steadily)
         _phase("ferry stopped, A still receiving records")
         stopped, at_stop = time.monotonic(), record_count(a, topic_name)
         wait_for(
@@ -203,7 +182,7 @@ def test_an_alert_rises_while_ferry_is_stopped_and_clears_once_it_catches_up(
             _phase("alert cleared")
 
         _phase("ferry starting again")
-        _while_running(Runner(config, spark=spark), catching_up)
+        run_beside(Runner(config, spark=spark), catching_up)
         _phase("ferry stopped again")
 
         recoveries = [line for line in monitor.lines if line.startswith("sync delay over")]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from tests.integration.kafka_helpers import (
     record_count,
     wait_for,
 )
-from tests.integration.replication_setup import run_once, write_config
+from tests.integration.replication_setup import run_beside, run_once, write_config
 
 
 def test_topic_created_while_running_is_replicated_within_the_refresh_interval(
@@ -34,28 +33,15 @@ def test_topic_created_while_running_is_replicated_within_the_refresh_interval(
         **{"refresh.topics.interval.seconds": 3},
     )
     runner = Runner(load_config(config), spark=spark)
-    failures: list[BaseException] = []
 
     def meanwhile() -> None:
-        # Spark's Python data sources resolve only in the thread that registered them, so
-        # ferry runs in the test's thread and the test's actions run here.
-        try:
-            wait_for(lambda: record_count(b, f"A.{first}") == 100, 120, f"A.{first} copied")
-            create_topic(a, later, 3)
-            produce(a, later, [Rec(i % 3, b"k", b"new", (), 0) for i in range(60)])
-            # 3 s refresh interval plus a batch; generous for a loaded 2-core machine.
-            wait_for(lambda: record_count(b, f"A.{later}") == 60, 60, f"A.{later} copied")
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            runner.request_stop()
+        wait_for(lambda: record_count(b, f"A.{first}") == 100, 120, f"A.{first} copied")
+        create_topic(a, later, 3)
+        produce(a, later, [Rec(i % 3, b"k", b"new", (), 0) for i in range(60)])
+        # 3 s refresh interval plus a batch; generous for a loaded 2-core machine.
+        wait_for(lambda: record_count(b, f"A.{later}") == 60, 60, f"A.{later} copied")
 
-    actions = threading.Thread(target=meanwhile, daemon=True)
-    actions.start()
-    progress = runner.run()
-    actions.join(30)
-    if failures:
-        raise failures[0]
+    progress = run_beside(runner, meanwhile)
     assert progress[0].records == 160
 
 

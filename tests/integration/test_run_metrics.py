@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -14,7 +13,7 @@ from ferry.config import load_config
 from ferry.engine.runner import Runner
 from ferry.local.broker import BrokerProcess
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
-from tests.integration.replication_setup import write_config
+from tests.integration.replication_setup import run_beside, write_config
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -39,34 +38,23 @@ def test_metrics_count_acked_records_latency_and_lag_per_partition(
         metrics_port=0,
     )
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    failures: list[BaseException] = []
 
     def scrape_when_copied() -> None:
-        try:
-            wait_for(lambda: record_count(b, f"A.{topic_name}") == 300, 120, "records copied")
-            assert runner.metrics_url is not None
-            wait_for(
-                lambda: (
-                    seen.update(_scrape(runner.metrics_url or "")) is None
-                    and seen.get(_key("ferry_lag_records", topic_name, 0)) == 0
-                    and seen.get(_key("ferry_records_copied_total", topic_name, 1)) == 150
-                ),
-                60,
-                "metrics show the copy",
-            )
-            health = urllib.request.urlopen(runner.metrics_url.replace("metrics", "healthz"))
-            assert health.status == 200
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            runner.request_stop()
+        wait_for(lambda: record_count(b, f"A.{topic_name}") == 300, 120, "records copied")
+        assert runner.metrics_url is not None
+        wait_for(
+            lambda: (
+                seen.update(_scrape(runner.metrics_url or "")) is None
+                and seen.get(_key("ferry_lag_records", topic_name, 0)) == 0
+                and seen.get(_key("ferry_records_copied_total", topic_name, 1)) == 150
+            ),
+            60,
+            "metrics show the copy",
+        )
+        health = urllib.request.urlopen(runner.metrics_url.replace("metrics", "healthz"))
+        assert health.status == 200
 
-    thread = threading.Thread(target=scrape_when_copied, daemon=True)
-    thread.start()
-    runner.run()
-    thread.join(30)
-    if failures:
-        raise failures[0]
+    run_beside(runner, scrape_when_copied)
     for p in (0, 1):
         assert seen[_key("ferry_records_copied_total", topic_name, p)] == 150
         assert seen[_key("ferry_bytes_copied_total", topic_name, p)] == 150 * 100

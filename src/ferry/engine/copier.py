@@ -130,15 +130,11 @@ def copy_bin(
         _flush(producer, tracker, ctx)
     finally:
         consumer.unassign()
-    for result in results.values():
-        remote = next(
-            r.remote_topic
-            for r in work
-            if (r.topic, r.partition) == (result.topic, result.partition)
-        )
-        builder = tracker.builders.get((remote, result.partition))
+    for r in work:
+        result, key = results[(r.topic, r.partition)], (r.remote_topic, r.partition)
+        builder = tracker.builders.get(key)
         result.runs = builder.runs() if builder is not None else []
-        result.latency = tracker.latency.get((remote, result.partition), Histogram())
+        result.latency = tracker.latency.get(key, Histogram())
     return list(results.values())
 
 

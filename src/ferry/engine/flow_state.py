@@ -93,12 +93,14 @@ class FlowState:
                 sizes[(topic, int(partition))] = entry["bytes"] / entry["records"]
         return sizes
 
-    def partition_lags(self) -> dict[str, int]:
+    def partition_lags(self, stats: dict[str, Any] | None = None) -> dict[str, int]:
         """Per `topic:partition`, records on the source not yet copied (approximate: the
-        planner's last look at the source against the last committed batch)."""
-        positions = {k: v.get("position", 0) for k, v in self.stats().get("partitions", {}).items()}
+        planner's last look at the source against the last committed batch). `stats`: an
+        already read `stats()`, to read the file once."""
+        stats = self.stats() if stats is None else stats
+        positions = {k: v.get("position", 0) for k, v in stats.get("partitions", {}).items()}
         return {k: max(0, end - positions.get(k, 0)) for k, end in self.latest().items()}
 
-    def lag(self) -> int:
+    def lag(self, stats: dict[str, Any] | None = None) -> int:
         """Records available on the source and not yet copied (as of the planner's last look)."""
-        return sum(self.partition_lags().values())
+        return sum(self.partition_lags(stats).values())

@@ -72,7 +72,7 @@ class RunMetrics(Collector):
                 for family, field in ((latency, "latency"), (age, "record_age")):
                     histogram = Histogram.from_json(entry.get(field))
                     family.add_metric(labels, histogram.cumulative(), histogram.total)
-            for key, behind in state.partition_lags().items():
+            for key, behind in state.partition_lags(stats).items():
                 topic, _, partition = key.rpartition(":")
                 lag.add_metric([name, topic, partition], behind)
             batch.add_metric([name], stats.get("last_batch_seconds", 0.0))

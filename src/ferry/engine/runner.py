@@ -205,12 +205,14 @@ class Runner:
             flow, self.config.clusters[flow.source], self.config.clusters[flow.target]
         )
         policy = policy_for(flow.policy, flow.source)
-        self._retrying(
-            lambda: manager.ensure_internal_topic(
+
+        def ready() -> None:
+            manager.cluster_ids()  # both clusters answer
+            manager.ensure_internal_topic(
                 policy.offset_runs_topic(flow.source), flow.offset_syncs_topic_replication_factor
             )
-        )
-        self._retrying(lambda: (manager.cluster_ids(), None)[1])
+
+        self._retrying(ready)
 
     def _retrying(self, action: Callable[[], None]) -> None:
         delay = 1.0
@@ -331,7 +333,7 @@ class Runner:
                     f"{f.state.directory / 'stats.json'} for the partitions)"
                 )
                 p.expired = expired
-            p.lag = f.state.lag()
+            p.lag = f.state.lag(stats)
             if not p.done:
                 p.seconds = now - f.started
             then, records, size = f.last_sample
