@@ -30,6 +30,8 @@ def write_config(
         "topics": topics,
         "replication.factor": 1,
         "offset-syncs.topic.replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
         "ferry.state.dir": directory / "state",
         **settings,
     }

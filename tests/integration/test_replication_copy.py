@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ferry.local.broker import BrokerProcess
 from ferry.offset_runs import OffsetSyncRecord
 from ferry.provenance import Origin
+from tests.integration.compaction import has_gap, read_all_with_gaps, wait_for_compaction
 from tests.integration.kafka_helpers import (
     Rec,
     create_topic,
@@ -159,9 +159,9 @@ def test_compacted_topic_with_gaps_and_an_empty_partition(
         topic_name,
         [Rec(i % 2, f"k{i % 10}".encode(), f"v{i}".encode(), (), 0) for i in range(400)],
     )
-    _wait_for_compaction(a, topic_name)
-    source = _read_all_with_gaps(a, topic_name, 3)
-    assert any(_has_gap(offsets) for offsets in source.values()), "compaction left no gap"
+    wait_for_compaction(a, topic_name)
+    source = read_all_with_gaps(a, topic_name, 3)
+    assert any(has_gap(offsets) for offsets in source.values()), "compaction left no gap"
 
     run_once(write_config(tmp_path, kafka_clusters, topics=topic_name), spark)
 
@@ -182,57 +182,3 @@ def _topic_config(bootstrap: str, topic: str) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entries = admin.describe_configs([resource])[resource].result(30)
     return {name: entry.value for name, entry in entries.items()}
-
-
-def _has_gap(records: list[tuple[int, Rec]]) -> bool:
-    offsets = [o for o, _ in records]
-    return any(b - a > 1 for a, b in itertools.pairwise(offsets))
-
-
-def _read_all_with_gaps(
-    bootstrap: str, topic: str, partitions: int
-) -> dict[int, list[tuple[int, Rec]]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}"})
-    highs = {}
-    for p in range(partitions):
-        highs[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-    consumer.close()
-    out: dict[int, list[tuple[int, Rec]]] = {}
-    for p in range(partitions):
-        out[p] = _read_partition_to(bootstrap, topic, p, highs[p])
-    return out
-
-
-def _read_partition_to(
-    bootstrap: str, topic: str, partition: int, high: int
-) -> list[tuple[int, Rec]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"t-{uuid.uuid4().hex[:6]}",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    out: list[tuple[int, Rec]] = []
-    done = high == 0
-    while not done:
-        for msg in consumer.consume(1000, 1.0):
-            if msg.error() is not None:
-                done = True  # end of partition
-                continue
-            out.append((msg.offset(), Rec(partition, msg.key(), msg.value(), (), 0)))
-            done = done or msg.offset() >= high - 1
-    consumer.close()
-    return out
-
-
-def _wait_for_compaction(bootstrap: str, topic: str) -> None:
-    from tests.integration.kafka_helpers import wait_for
-
-    def compacted() -> bool:
-        # Keep rolling segments so the cleaner finds a closed, dirty one.
-        produce(bootstrap, topic, [Rec(0, b"roll", b"x", (), 0), Rec(1, b"roll", b"x", (), 0)])
-        return any(_has_gap(v) for v in _read_all_with_gaps(bootstrap, topic, 2).values())
-
-    wait_for(compacted, 90, f"the log cleaner compacted {topic}")

@@ -159,8 +159,13 @@ class TopicManager:
                     continue  # already has them (expanded meanwhile)
                 raise self._failure(exc, self.target, name, "add partitions to") from None
 
-    def ensure_internal_topic(self, name: str, replication_factor: int) -> None:
-        """A single-partition compacted bookkeeping topic on the target (offset runs)."""
+    def ensure_internal_topic(
+        self,
+        name: str,
+        replication_factor: int,
+        key: str = "offset-syncs.topic.replication.factor",
+    ) -> None:
+        """A single-partition compacted bookkeeping topic on the target (runs, checkpoints)."""
         if name in self._metadata(self.target, self._target_admin).topics:
             return
         new = NewTopic(
@@ -176,9 +181,7 @@ class TopicManager:
                 error = kafka_error_of(exc)
                 if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
-                raise self._failure(
-                    exc, self.target, topic, "create", key="offset-syncs.topic.replication.factor"
-                ) from None
+                raise self._failure(exc, self.target, topic, "create", key=key) from None
 
     def _max_message_bytes(self, topics: list[str], just_created: set[str]) -> dict[str, int]:
         if not topics:

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
+from ferry.control_plane import ControlPlane
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.remote_topics import TopicManager
@@ -148,6 +149,7 @@ class Runner:
     def run(self) -> list[FlowProgress]:
         flows: list[_Flow] = []
         server: MetricsServer | None = None
+        control: ControlPlane | None = None
         previous = self._install_signal_handlers()
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
@@ -166,9 +168,17 @@ class Runner:
             server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
+            control = plane = ControlPlane(self.config, self._notice)
+            if not self.once:
+                plane.start()
             self._watch(spark, flows)
+            if self.once and not self._stopping:
+                # After copying: checkpoints (and group sync) as of now, then exit.
+                self._retrying(plane.run_once)
         finally:
             self._restore_signal_handlers(previous)
+            if control is not None:
+                control.stop()
             if server is not None:
                 server.stop()
             for f in flows:
@@ -211,10 +221,16 @@ class Runner:
             manager.ensure_internal_topic(
                 policy.offset_runs_topic(flow.source), flow.offset_syncs_topic_replication_factor
             )
+            if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+                manager.ensure_internal_topic(
+                    policy.checkpoints_topic(flow.source),
+                    flow.checkpoints_topic_replication_factor,
+                    key="checkpoints.topic.replication.factor",
+                )
 
         self._retrying(ready)
 
-    def _retrying(self, action: Callable[[], None]) -> None:
+    def _retrying(self, action: Callable[[], object]) -> None:
         delay = 1.0
         while True:
             try:

@@ -1,0 +1,110 @@
+"""The periodic work `ferry run` does beside copying: checkpoints and group offset sync.
+
+One thread in the driver runs each task when it is due. A cluster that does not answer only
+postpones a task to its next turn (and says so): bookkeeping must never stop the copying.
+`ferry run --once` calls `run_once()` after copying, so a one-shot catch-up leaves fresh
+checkpoints behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ferry.config.model import FerryConfig
+from ferry.errors import FerryError
+from ferry.offsets.emitter import CheckpointEmitter, SyncReport
+
+__all__ = ["ControlPlane"]
+
+
+@dataclass
+class _Task:
+    name: str
+    interval: float
+    action: Callable[[], SyncReport]
+    due: float = 0.0
+
+
+class ControlPlane:
+    def __init__(self, config: FerryConfig, on_notice: Callable[[str], None] | None = None) -> None:
+        self._notice = on_notice or (lambda _m: None)
+        self._tasks: list[_Task] = []
+        self._emitters: list[CheckpointEmitter] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failures = 0
+        for flow in config.enabled_flows:
+            checkpoints = (
+                flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0
+            )
+            sync = flow.sync_group_offsets_enabled and flow.sync_group_offsets_interval_seconds > 0
+            if not (checkpoints or sync):
+                continue
+            emitter = CheckpointEmitter(config, flow)
+            self._emitters.append(emitter)
+            if checkpoints:
+                self._tasks.append(
+                    _Task(
+                        f"{flow.name} checkpoints",
+                        flow.emit_checkpoints_interval_seconds,
+                        emitter.emit_checkpoints,
+                    )
+                )
+            if sync:
+                self._tasks.append(
+                    _Task(
+                        f"{flow.name} group offset sync",
+                        flow.sync_group_offsets_interval_seconds,
+                        emitter.sync_groups,
+                    )
+                )
+
+    @property
+    def tasks(self) -> list[str]:
+        return [t.name for t in self._tasks]
+
+    def run_once(self) -> list[tuple[str, SyncReport]]:
+        """Every task once, in order; errors are raised (used by `ferry run --once`)."""
+        reports = []
+        for task in self._tasks:
+            report = task.action()
+            self._report(task, report)
+            reports.append((task.name, report))
+        return reports
+
+    def start(self) -> ControlPlane:
+        if self._tasks:
+            self._thread = threading.Thread(target=self._loop, name="ferry-control", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        for emitter in self._emitters:
+            emitter.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for task in self._tasks:
+                if self._stop.is_set() or now < task.due:
+                    continue
+                task.due = now + task.interval
+                try:
+                    self._report(task, task.action())
+                except FerryError as exc:
+                    self.failures += 1
+                    self._notice(f"{task.name}: {exc}; trying again in {task.interval:.0f}s")
+                except Exception as exc:  # a bug must not end the thread silently
+                    self.failures += 1
+                    self._notice(f"{task.name} failed: {type(exc).__name__}: {exc}")
+            self._stop.wait(0.5)
+
+    def _report(self, task: _Task, report: SyncReport) -> None:
+        for why in report.skipped:
+            self._notice(f"{task.name}: {why}")

@@ -1,0 +1,215 @@
+"""`ferry translate` and `ferry failover`: move a consumer group from one cluster to another.
+
+The group's committed offsets are read on the cluster it leaves (`from`) when that cluster
+answers; each partition is then translated exactly:
+- a topic that a flow `from -> to` replicates: forward through that flow's runs;
+- a remote topic on `from` that came from `to` (failback after a failover): back through the
+  runs of the flow `to -> from`, to the original topic.
+When `from` does not answer (the datacenter is lost), the group's checkpoints in `to` are used:
+they are as recent as the last `emit.checkpoints.interval.seconds`.
+
+Offsets are committed on `to` only for a group without active members there: the brokers
+would refuse otherwise, and a running consumer would not see the new positions anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from ferry.config.model import FerryConfig
+from ferry.engine.kafka_errors import unavailable
+from ferry.engine.selection import TopicSelector
+from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
+from ferry.offsets.groups import GroupAdmin, GroupState
+from ferry.offsets.stores import CheckpointStore, RunsStore
+from ferry.offsets.translation import (
+    Position,
+    checkpoint_positions,
+    forward_positions,
+    inverse_positions,
+)
+from ferry.policy import policy_for
+
+__all__ = ["FailoverPlan", "apply_failover", "plan_failover"]
+
+
+@dataclass
+class FailoverPlan:
+    group: str
+    from_alias: str
+    to_alias: str
+    source: str  # "cluster": offsets read on `from`; "checkpoints": from `to`'s checkpoints
+    positions: list[Position]
+    not_replicated: list[tuple[str, int, int]]  # (topic, partition, committed) with no copy
+    target_state: GroupState
+    previous: dict[tuple[str, int], int]  # the group's offsets on `to` before the failover
+    notices: list[str] = field(default_factory=list)
+    committed: bool = False
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        return {(p.target_topic, p.partition): p.offset for p in self.positions}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "from": self.from_alias,
+            "to": self.to_alias,
+            "source": self.source,
+            "positions": [
+                {**p.as_json(), "previous": self.previous.get((p.target_topic, p.partition))}
+                for p in self.positions
+            ],
+            "not_replicated": [
+                {"topic": t, "partition": p, "committed": o} for t, p, o in self.not_replicated
+            ],
+            "active_members": list(self.target_state.members),
+            "committed": self.committed,
+            "notices": self.notices,
+        }
+
+
+def plan_failover(
+    config: FerryConfig,
+    group: str,
+    from_alias: str,
+    to_alias: str,
+    *,
+    timeout: float = 10.0,
+    from_checkpoints: bool = False,
+) -> FailoverPlan:
+    for alias, option in ((from_alias, "--from"), (to_alias, "--to")):
+        if alias not in config.clusters:
+            raise ConfigError(
+                f"{option} {alias}: no such cluster; the config has {', '.join(config.clusters)}",
+                file=str(config.path) if config.path else None,
+            )
+    if from_alias == to_alias:
+        raise ConfigError(f"--from and --to are both {from_alias}; name two clusters")
+    origin = config.clusters[from_alias]
+    destination = config.clusters[to_alias]
+    notices: list[str] = []
+    committed: dict[tuple[str, int], int] | None = None
+    if not from_checkpoints:
+        try:
+            committed = GroupAdmin(origin, timeout=timeout).committed(group)
+        except KafkaUnavailableError as exc:
+            notices.append(f"{exc}; translating from the checkpoints in {to_alias} instead")
+    target_admin = GroupAdmin(destination, timeout=timeout)
+    if committed is None:
+        positions, not_replicated = _from_checkpoints(config, group, from_alias, to_alias)
+        source = "checkpoints"
+    else:
+        if not committed:
+            raise FerryError(
+                f"group {group} has no committed offsets on cluster {from_alias}; "
+                "check the group name (ferry translates what a group committed)"
+            )
+        positions, not_replicated = _from_cluster(config, committed, from_alias, to_alias)
+        source = "cluster"
+    positions, missing = _existing_on_target(target_admin, positions)
+    not_replicated += missing
+    for p in positions:
+        if p.beyond:
+            notices.append(
+                f"{p.topic} partition {p.partition}: the group is {p.beyond} offset(s) past "
+                f"what has been replicated to {to_alias}; records copied there later will be "
+                "delivered again (run ferry until it has caught up to avoid this)"
+            )
+    state = target_admin.state(group)
+    previous = target_admin.committed(group) if state.state != "DEAD" else {}
+    return FailoverPlan(
+        group,
+        from_alias,
+        to_alias,
+        source,
+        positions,
+        not_replicated,
+        state,
+        previous,
+        notices,
+    )
+
+
+def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 10.0) -> None:
+    """Commit the plan's offsets for its group on the `to` cluster."""
+    if plan.target_state.active:
+        members = ", ".join(plan.target_state.members[:5])
+        raise FerryError(
+            f"group {plan.group} has {len(plan.target_state.members)} active member(s) on "
+            f"cluster {plan.to_alias} ({members}); stop those consumers first: offsets can "
+            "only be committed for a group with no members (nothing was changed)"
+        )
+    if not plan.positions:
+        raise FerryError(
+            f"nothing to commit for group {plan.group} on {plan.to_alias}: none of its "
+            f"partitions on {plan.from_alias} has been replicated there"
+        )
+    GroupAdmin(config.clusters[plan.to_alias], timeout=timeout).commit(plan.group, plan.offsets())
+    plan.committed = True
+
+
+def _from_cluster(
+    config: FerryConfig, committed: dict[tuple[str, int], int], from_alias: str, to_alias: str
+) -> tuple[list[Position], list[tuple[str, int, int]]]:
+    forward = config.flow(from_alias, to_alias)
+    back = config.flow(to_alias, from_alias)
+    back_policy = policy_for(back.policy, to_alias)
+    back_runs = RunsStore(
+        config.clusters[from_alias], back_policy.offset_runs_topic(to_alias), to_alias
+    )
+    try:
+        inverse = inverse_positions(committed, back_policy, to_alias, back_runs.refresh())
+    finally:
+        back_runs.close()
+    done = {(p.topic, p.partition) for p in inverse}
+    rest = {tp: o for tp, o in committed.items() if tp not in done}
+    policy = policy_for(forward.policy, from_alias)
+    runs = RunsStore(config.clusters[to_alias], policy.offset_runs_topic(from_alias), from_alias)
+    try:
+        selector = TopicSelector(forward, policy)
+        ahead = forward_positions(rest, selector.accepts, policy, from_alias, runs.refresh())
+    finally:
+        runs.close()
+    positions = sorted(inverse + ahead, key=lambda p: (p.topic, p.partition))
+    mapped = {(p.topic, p.partition) for p in positions}
+    left = [(t, p, o) for (t, p), o in sorted(committed.items()) if (t, p) not in mapped]
+    return positions, left
+
+
+def _from_checkpoints(
+    config: FerryConfig, group: str, from_alias: str, to_alias: str
+) -> tuple[list[Position], list[tuple[str, int, int]]]:
+    policy = policy_for(config.flow(from_alias, to_alias).policy, from_alias)
+    store = CheckpointStore(config.clusters[to_alias], policy.checkpoints_topic(from_alias))
+    try:
+        checkpoints = store.refresh().of_group(group)
+    finally:
+        store.close()
+    if not checkpoints:
+        raise FerryError(
+            f"cluster {from_alias} did not answer and {to_alias}'s {store.topic} holds no "
+            f"checkpoint for group {group}; checkpoints are written by `ferry run` for the "
+            f"groups the flow {from_alias}->{to_alias} selects (groups, groups.exclude, "
+            "emit.checkpoints.enabled)"
+        )
+    return checkpoint_positions(checkpoints, policy), []
+
+
+def _existing_on_target(
+    admin: GroupAdmin, positions: list[Position]
+) -> tuple[list[Position], list[tuple[str, int, int]]]:
+    try:
+        topics = admin.list_topics()
+    except KafkaException as exc:
+        raise unavailable(admin.cluster, exc) from None
+    kept, missing = [], []
+    for p in positions:
+        meta = topics.get(p.target_topic)
+        if meta is not None and meta.error is None and p.partition in meta.partitions:
+            kept.append(p)
+        else:
+            missing.append((p.topic, p.partition, p.committed))
+    return kept, missing

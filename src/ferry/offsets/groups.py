@@ -1,0 +1,143 @@
+"""Consumer groups through the admin API: list, read offsets, check activity, commit offsets."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.errors import FerryError
+from ferry.kafka_logging import quiet
+
+__all__ = ["GroupAdmin", "GroupState", "group_filter"]
+
+TopicPartitionKey = tuple[str, int]
+
+# Answers that mean "ask again in a moment".
+_RETRY = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
+)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    group: str
+    state: str  # Kafka's group state: EMPTY, STABLE, DEAD (no such group), ...
+    members: tuple[str, ...]  # client ids of active members
+
+    @property
+    def active(self) -> bool:
+        return bool(self.members)
+
+
+def group_filter(flow: FlowConfig) -> Any:
+    """MM2's group selection: `groups` minus `groups.exclude`, whole-name regexes."""
+    include = [re.compile(p) for p in flow.groups]
+    exclude = [re.compile(p) for p in flow.groups_exclude]
+
+    def accepts(group: str) -> bool:
+        return any(p.fullmatch(group) for p in include) and not any(
+            p.fullmatch(group) for p in exclude
+        )
+
+    return accepts
+
+
+class GroupAdmin:
+    """One cluster's consumer groups; every call names the cluster when it fails."""
+
+    def __init__(self, cluster: ClusterConfig, *, timeout: float = 10.0) -> None:
+        self.cluster = cluster
+        self._timeout = timeout
+        self._admin = AdminClient(quiet(cluster.admin_config()))
+
+    def _call(self, request: Callable[[], Any], what: str) -> Any:
+        """`request()` returns a future; retried while the broker says "try again"."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return request().result(self._timeout + 5)
+            except (KafkaException, TimeoutError) as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() in _RETRY and time.monotonic() < deadline:
+                    time.sleep(0.2)  # e.g. a new coordinator still loading its groups
+                    continue
+                if error is None or error.code() in UNREACHABLE_CODES:
+                    raise unavailable(self.cluster, exc) from None
+                raise FerryError(
+                    f"cluster {self.cluster.alias}: could not {what}: {error.name()}: {error.str()}"
+                ) from None
+
+    def list_topics(self) -> dict[str, Any]:
+        """Topic metadata by name (raises KafkaException if the cluster does not answer)."""
+        topics: dict[str, Any] = self._admin.list_topics(timeout=self._timeout).topics
+        return topics
+
+    def groups(self) -> list[str]:
+        result = self._call(
+            lambda: self._admin.list_consumer_groups(request_timeout=self._timeout),
+            "list consumer groups",
+        )
+        return sorted(str(listing.group_id) for listing in result.valid)
+
+    def committed(self, group: str) -> dict[TopicPartitionKey, int]:
+        """Every offset `group` committed (next record to read), by topic and partition."""
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = self._call(
+            lambda: self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[
+                group
+            ],
+            f"read the offsets of group {group}",
+        )
+        offsets = {}
+        for tp in result.topic_partitions or ():
+            if tp.error is not None:
+                raise FerryError(
+                    f"cluster {self.cluster.alias}: could not read the offset of group {group} "
+                    f"for {tp.topic} partition {tp.partition}: {tp.error}"
+                )
+            if tp.offset >= 0:
+                offsets[(tp.topic, tp.partition)] = int(tp.offset)
+        return offsets
+
+    def state(self, group: str) -> GroupState:
+        description = self._call(
+            lambda: self._admin.describe_consumer_groups([group], request_timeout=self._timeout)[
+                group
+            ],
+            f"describe group {group}",
+        )
+        state = getattr(description.state, "name", str(description.state))
+        members = tuple(str(m.client_id or m.member_id) for m in (description.members or ()))
+        return GroupState(group, state, members)
+
+    def commit(self, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
+        """Set `group`'s committed offsets; the brokers refuse if the group has members."""
+        if not offsets:
+            return
+        partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        request = [ConsumerGroupTopicPartitions(group, partitions)]
+        result = self._call(
+            lambda: self._admin.alter_consumer_group_offsets(
+                request, request_timeout=self._timeout
+            )[group],
+            f"commit offsets for group {group}",
+        )
+        failed = [tp for tp in result.topic_partitions or () if tp.error is not None]
+        if failed:
+            tp = failed[0]
+            raise FerryError(
+                f"cluster {self.cluster.alias}: could not commit group {group} at "
+                f"{tp.topic} partition {tp.partition}: {tp.error}"
+            )

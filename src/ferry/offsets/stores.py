@@ -1,0 +1,100 @@
+"""The two stores translation reads, both compacted topics in a flow's target cluster.
+
+`RunsStore`: the flow's exact offset runs (`ferry-offset-runs.<source>.internal`), folded
+into one `OffsetIndex` per source partition, in the order the runs were written.
+`CheckpointStore`: MM2-format checkpoints (`<source>.checkpoints.internal`), the latest per
+(group, remote topic, partition). Both read incrementally: `refresh()` reads what is new.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ferry.config.model import ClusterConfig
+from ferry.mm2_records import Checkpoint, MM2FormatError
+from ferry.offset_runs import OffsetSyncRecord
+from ferry.offsets.index import OffsetIndex
+from ferry.offsets.topic_reader import TopicTail
+
+__all__ = ["CheckpointStore", "RunsStore"]
+
+log = logging.getLogger(__name__)
+
+
+class RunsStore:
+    def __init__(self, target: ClusterConfig, topic: str, source_alias: str) -> None:
+        self._tail = TopicTail(target, topic)
+        self._source = source_alias
+        self._indexes: dict[tuple[str, int], OffsetIndex] = {}
+        self.malformed = 0
+
+    def refresh(self) -> RunsStore:
+        for key, value in self._tail.read_new():
+            if key is None or value is None:
+                continue  # a tombstone: nothing to add
+            try:
+                record = OffsetSyncRecord.from_bytes(key, value)
+            except (ValueError, KeyError, TypeError):
+                self.malformed += 1
+                continue
+            if record.source != self._source:
+                continue
+            index = self._indexes.setdefault((record.topic, record.partition), OffsetIndex())
+            index.add(record.run)
+        return self
+
+    def index(self, topic: str, partition: int) -> OffsetIndex:
+        """The index of a source partition (empty if nothing of it was replicated)."""
+        return self._indexes.get((topic, partition)) or OffsetIndex()
+
+    def has(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._indexes
+
+    def close(self) -> None:
+        self._tail.close()
+
+
+class CheckpointStore:
+    def __init__(self, target: ClusterConfig, topic: str) -> None:
+        self.topic = topic
+        self._tail = TopicTail(target, topic)
+        self._latest: dict[tuple[str, str, int], Checkpoint] = {}
+        self.malformed = 0
+
+    def refresh(self) -> CheckpointStore:
+        for key, value in self._tail.read_new():
+            if key is None:
+                continue
+            if value is None:  # a tombstone deletes the checkpoint
+                try:
+                    c = Checkpoint.from_bytes(key, Checkpoint("", "", 0, 0, 0).value_bytes())
+                except MM2FormatError:
+                    continue
+                self._latest.pop((c.group, c.topic, c.partition), None)
+                continue
+            try:
+                checkpoint = Checkpoint.from_bytes(key, value)
+            except MM2FormatError as exc:
+                self.malformed += 1
+                log.warning("%s: skipping a record that is not a checkpoint: %s", self.topic, exc)
+                continue
+            self.remember(checkpoint)
+        return self
+
+    def remember(self, checkpoint: Checkpoint) -> None:
+        self._latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+
+    def latest(self, group: str, topic: str, partition: int) -> Checkpoint | None:
+        return self._latest.get((group, topic, partition))
+
+    def of_group(self, group: str) -> list[Checkpoint]:
+        return sorted(
+            (c for (g, _t, _p), c in self._latest.items() if g == group),
+            key=lambda c: (c.topic, c.partition),
+        )
+
+    def groups(self) -> list[str]:
+        return sorted({g for g, _t, _p in self._latest})
+
+    def close(self) -> None:
+        self._tail.close()

@@ -1,0 +1,85 @@
+"""Consumer-group helpers for failover tests: commit, read back, consume as the group."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ferry.provenance import ORIGIN_HEADER, Origin
+
+TP = tuple[str, int]
+
+
+def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
+    """Commit offsets for a group with no members, as a consumer that stopped there would."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    request = [ConsumerGroupTopicPartitions(group, partitions)]
+    admin.alter_consumer_group_offsets(request)[group].result(30)
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[TP, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result[group].result(30).topic_partitions or ()
+        if tp.offset >= 0
+    }
+
+
+def consume_origins(
+    bootstrap: str, group: str, partitions: list[TP], timeout: float = 60.0
+) -> dict[TP, list[int]]:
+    """Read every partition as `group` from its committed offset to the end.
+
+    Returns the origin offset (ferry.origin header) of each record read. A partition without
+    a committed offset fails the test (auto.offset.reset=error): a failover must commit every
+    partition it maps.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(t, p) for t, p in partitions])
+    origins: dict[TP, list[int]] = {tp: [] for tp in partitions}
+    at_end: set[TP] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"partitions not read to the end: {at_end}"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            tp = (msg.topic(), msg.partition())
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(tp)
+                continue
+            headers = dict(msg.headers() or ())
+            origins[tp].append(Origin.from_bytes(headers[ORIGIN_HEADER]).offset)
+    finally:
+        consumer.close()
+    return origins
+
+
+def origin_at(bootstrap: str, topic: str, partition: int, offset: int) -> int:
+    """The origin offset of the record at `offset` of a copied partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-origin-at"})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                return Origin.from_bytes(dict(msg.headers() or ())[ORIGIN_HEADER]).offset
+        raise AssertionError(f"no record at {topic} partition {partition} offset {offset}")
+    finally:
+        consumer.close()
