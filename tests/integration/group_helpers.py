@@ -13,11 +13,19 @@ TP = tuple[str, int]
 
 
 def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    """Commit offsets for a group with no members, as a consumer that stopped there would."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-    request = [ConsumerGroupTopicPartitions(group, partitions)]
-    admin.alter_consumer_group_offsets(request)[group].result(30)
+    """Commit offsets as a consumer of `group` that stopped there would.
+
+    A consumer, not the admin API: Kafka 4.1 does not list a group whose offsets only the
+    admin API wrote, and replicators (MM2 and ferry alike) find groups by listing them.
+    """
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        consumer.commit(offsets=partitions, asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[TP, int]:

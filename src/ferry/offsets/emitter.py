@@ -70,7 +70,10 @@ class CheckpointEmitter:
             self._loaded = True
         self.runs.refresh()
         on_target = self._partitions_on_target()
-        groups = [g for g in self.source_groups.groups() if self.accepts_group(g)]
+        # Groups checkpointed before count too: Kafka 4 does not list a group whose offsets
+        # were only ever set through the admin API (as `ferry failover` sets them).
+        listed = set(self.source_groups.groups()) | set(self.checkpoints.groups())
+        groups = sorted(g for g in listed if self.accepts_group(g))
         fresh: list[Checkpoint] = []
         for group in groups:
             committed = self.source_groups.committed(group)

@@ -119,7 +119,7 @@ def plan_failover(
                 "delivered again (run ferry until it has caught up to avoid this)"
             )
     state = target_admin.state(group)
-    previous = target_admin.committed(group) if state.state != "DEAD" else {}
+    previous = target_admin.committed(group)
     return FailoverPlan(
         group,
         from_alias,
