@@ -213,13 +213,22 @@ def failover(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show, do not commit")] = False,
     as_json: JsonOption = False,
     from_checkpoints: CheckpointsOption = False,
+    by_timestamp: Annotated[
+        bool,
+        typer.Option(
+            "--by-timestamp",
+            help="Seek by the timestamps the group recorded in __consumer_timestamps "
+            "(re-delivers the last record consumed) instead of exact translation",
+        ),
+    ] = False,
 ) -> None:
     """Commit a consumer group's translated offsets on another cluster (failover, failback)."""
     from ferry.config import load_config
-    from ferry.offsets.failover import apply_failover, plan_failover
+    from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
 
     cfg = load_config(config)
-    plan = plan_failover(cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
+    planner = plan_failover_by_timestamp if by_timestamp else plan_failover
+    plan = planner(cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
     if not dry_run:
         apply_failover(cfg, plan)
     _print_plan(plan, as_json)

@@ -1,4 +1,5 @@
-"""The periodic work `ferry run` does beside copying: checkpoints and group offset sync.
+"""The periodic work `ferry run` does beside copying: checkpoints, group offset sync and
+mirroring consumer timestamps.
 
 One thread in the driver runs each task when it is due. A cluster that does not answer only
 postpones a task to its next turn (and says so): bookkeeping must never stop the copying.
@@ -12,10 +13,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
-from ferry.config.model import FerryConfig
-from ferry.errors import FerryError
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.consumer_timestamps import TimestampMirror
+from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.kafka_logging import quiet
 from ferry.offsets.emitter import CheckpointEmitter, SyncReport
+from ferry.policy import policy_for
 
 __all__ = ["ControlPlane"]
 
@@ -33,6 +38,7 @@ class ControlPlane:
         self._notice = on_notice or (lambda _m: None)
         self._tasks: list[_Task] = []
         self._emitters: list[CheckpointEmitter] = []
+        self._closers: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failures = 0
@@ -51,6 +57,16 @@ class ControlPlane:
                         f"{flow.name} checkpoints",
                         flow.emit_checkpoints_interval_seconds,
                         emitter.emit_checkpoints,
+                    )
+                )
+            if checkpoints:
+                mirror = _timestamps_mirror(config, flow)
+                self._closers.append(mirror.close)
+                self._tasks.append(
+                    _Task(
+                        f"{flow.name} consumer timestamps",
+                        flow.emit_checkpoints_interval_seconds,
+                        partial(_mirror_timestamps, mirror, config.clusters[flow.source]),
                     )
                 )
             if sync:
@@ -87,6 +103,8 @@ class ControlPlane:
             self._thread.join(30)
         for emitter in self._emitters:
             emitter.close()
+        for close in self._closers:
+            close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -108,3 +126,23 @@ class ControlPlane:
     def _report(self, task: _Task, report: SyncReport) -> None:
         for why in report.skipped:
             self._notice(f"{task.name}: {why}")
+
+
+def _timestamps_mirror(config: FerryConfig, flow: FlowConfig) -> TimestampMirror:
+    """Copies the source's `__consumer_timestamps` (written by applications that use
+    `ferry.consumer_timestamps.ConsumerTimestampsRecorder`) into the target, so that
+    `ferry failover --by-timestamp` still works once the source is lost."""
+    policy = policy_for(flow.policy, flow.source)
+    return TimestampMirror(
+        quiet(config.clusters[flow.source].admin_config()),
+        quiet(config.clusters[flow.target].admin_config()),
+        policy.consumer_timestamps_topic(flow.source),
+        replication_factor=flow.checkpoints_topic_replication_factor,
+    )
+
+
+def _mirror_timestamps(mirror: TimestampMirror, source: ClusterConfig) -> SyncReport:
+    try:
+        return SyncReport(0, mirror.sync())
+    except TimeoutError as exc:
+        raise KafkaUnavailableError(source.alias, source.bootstrap_servers, str(exc)) from None

@@ -75,6 +75,11 @@ class ReplicationPolicy(ABC):
         sep = self.separator
         return f"ferry-offset-runs{sep}{source_alias}{sep}internal"
 
+    def consumer_timestamps_topic(self, source_alias: str) -> str:
+        """The source's `__consumer_timestamps`, mirrored into the target by ferry."""
+        sep = self.separator
+        return f"ferry-consumer-timestamps{sep}{source_alias}{sep}internal"
+
     def is_heartbeats_topic(self, topic: str) -> bool:
         return self.original_topic(topic) == HEARTBEATS_TOPIC
 

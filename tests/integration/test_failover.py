@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,44 @@ def test_failover_refuses_a_group_with_active_members_on_the_target(
         member.close()
     assert result.returncode == 1
     assert "active member" in result.stderr and "nothing was changed" in result.stderr
+
+
+def test_failover_by_timestamp_redelivers_only_the_last_record_consumed(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    from confluent_kafka import Consumer
+
+    from ferry.consumer_timestamps import ConsumerTimestampsRecorder
+
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    group = f"ts-app-{uuid.uuid4().hex[:6]}"
+    now = int(time.time() * 1000)
+    create_topic(a, topic_name, 2)
+    produce(
+        a,
+        topic_name,
+        [Rec(i % 2, None, f"v{i}".encode(), (), now - 100_000 + i * 10) for i in range(50)],
+    )
+    consumer = Consumer({"bootstrap.servers": a, "group.id": group, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic_name, p, 0) for p in range(2)])
+    consumed = []
+    deadline = time.monotonic() + 30
+    while len(consumed) < 30 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            consumed.append(msg)
+    with ConsumerTimestampsRecorder({"bootstrap.servers": a}, group=group) as recorder:
+        positions = recorder.commit(consumer, consumed)
+    consumer.close()
+    config = write_config(tmp_path, kafka_clusters, topics=topic_name)
+    run_once(config, spark)  # copies the topic, mirrors the timestamps to B
+
+    result = run_ferry(
+        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B",
+        "--by-timestamp", "--from-checkpoints",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    read = consume_origins(b, group, [(f"A.{topic_name}", p) for p in range(2)])
+    for p in range(2):
+        last_consumed = positions[(topic_name, p)].offset - 1
+        assert read[(f"A.{topic_name}", p)] == list(range(last_consumed, 25))

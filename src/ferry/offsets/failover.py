@@ -14,15 +14,17 @@ would refuse otherwise, and a running consumer would not see the new positions a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig
+from ferry.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.engine.kafka_errors import unavailable
 from ferry.engine.selection import TopicSelector
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
+from ferry.kafka_logging import quiet
 from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.offsets.translation import (
@@ -33,7 +35,7 @@ from ferry.offsets.translation import (
 )
 from ferry.policy import policy_for
 
-__all__ = ["FailoverPlan", "apply_failover", "plan_failover"]
+__all__ = ["FailoverPlan", "apply_failover", "plan_failover", "plan_failover_by_timestamp"]
 
 
 @dataclass
@@ -80,14 +82,7 @@ def plan_failover(
     timeout: float = 10.0,
     from_checkpoints: bool = False,
 ) -> FailoverPlan:
-    for alias, option in ((from_alias, "--from"), (to_alias, "--to")):
-        if alias not in config.clusters:
-            raise ConfigError(
-                f"{option} {alias}: no such cluster; the config has {', '.join(config.clusters)}",
-                file=str(config.path) if config.path else None,
-            )
-    if from_alias == to_alias:
-        raise ConfigError(f"--from and --to are both {from_alias}; name two clusters")
+    _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
     notices: list[str] = []
@@ -131,6 +126,99 @@ def plan_failover(
         previous,
         notices,
     )
+
+
+def plan_failover_by_timestamp(
+    config: FerryConfig,
+    group: str,
+    from_alias: str,
+    to_alias: str,
+    *,
+    timeout: float = 10.0,
+    from_checkpoints: bool = False,
+) -> FailoverPlan:
+    """Translate by the timestamp of the last record the group consumed in each partition.
+
+    For applications that record their commits with `ConsumerTimestampsRecorder` (on `from`,
+    mirrored to `to` by `ferry run`). Each partition resumes at the first record on `to`
+    stamped at or after that timestamp: the record(s) sharing that millisecond, at least the
+    last one consumed, are delivered again. Prefer exact translation where runs exist.
+    """
+    _check_aliases(config, from_alias, to_alias)
+    flow = config.flow(from_alias, to_alias)
+    policy = policy_for(flow.policy, from_alias)
+    notices: list[str] = []
+    positions_read = None
+    if not from_checkpoints:
+        try:
+            positions_read = read_group_timestamps(
+                quiet(config.clusters[from_alias].admin_config()), group, timeout=timeout
+            )
+        except TimeoutError as exc:
+            notices.append(
+                f"cluster {from_alias} is unreachable ({exc}); using the consumer timestamps "
+                f"mirrored to {to_alias} instead"
+            )
+    source = "cluster"
+    if positions_read is None:
+        source = "checkpoints"
+        mirrored = policy.consumer_timestamps_topic(from_alias)
+        positions_read = read_group_timestamps(
+            quiet(config.clusters[to_alias].admin_config()),
+            group,
+            topic=mirrored,
+            timeout=timeout,
+        )
+    if not positions_read:
+        raise FerryError(
+            f"no consumer timestamps recorded for group {group} ({from_alias}'s "
+            "__consumer_timestamps); applications record them by committing through "
+            "ferry.consumer_timestamps.ConsumerTimestampsRecorder"
+        )
+    selector = TopicSelector(flow, policy)
+    target_admin = GroupAdmin(config.clusters[to_alias], timeout=timeout)
+    candidates = [
+        Position(t, p, pos.offset, policy.remote_topic(from_alias, t), -1, "timestamp", "timestamp")
+        for (t, p), pos in sorted(positions_read.items())
+        if selector.accepts(t)
+    ]
+    existing, not_replicated = _existing_on_target(target_admin, candidates)
+    wanted = {
+        (c.target_topic, c.partition): positions_read[(c.topic, c.partition)].timestamp
+        for c in existing
+    }
+    offsets = offsets_for_timestamps(
+        quiet(config.clusters[to_alias].admin_config()), wanted, timeout=timeout
+    )
+    positions = [replace(c, offset=offsets[(c.target_topic, c.partition)]) for c in existing]
+    not_replicated += [
+        (t, p, pos.offset)
+        for (t, p), pos in sorted(positions_read.items())
+        if not selector.accepts(t)
+    ]
+    state = target_admin.state(group)
+    return FailoverPlan(
+        group,
+        from_alias,
+        to_alias,
+        source,
+        positions,
+        not_replicated,
+        state,
+        target_admin.committed(group),
+        notices,
+    )
+
+
+def _check_aliases(config: FerryConfig, from_alias: str, to_alias: str) -> None:
+    for alias, option in ((from_alias, "--from"), (to_alias, "--to")):
+        if alias not in config.clusters:
+            raise ConfigError(
+                f"{option} {alias}: no such cluster; the config has {', '.join(config.clusters)}",
+                file=str(config.path) if config.path else None,
+            )
+    if from_alias == to_alias:
+        raise ConfigError(f"--from and --to are both {from_alias}; name two clusters")
 
 
 def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 10.0) -> None:
