@@ -138,12 +138,16 @@ class _Cluster:
     def __init__(self, bootstrap: str) -> None:
         from confluent_kafka import Consumer
 
+        from ferry.kafka_logging import quiet
+
         self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"ferry-demo-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-            }
+            quiet(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": f"ferry-demo-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                }
+            )
         )
 
     def partitions(self, topic: str) -> int:
@@ -210,6 +214,7 @@ def _write_config(directory: Path, brokers: dict[str, Any]) -> Path:
         "A->B.enabled: true\n"
         "replication.factor: 1                       # single-broker clusters\n"
         "offset-syncs.topic.replication.factor: 1\n"
+        "checkpoints.topic.replication.factor: 1\n"
         f"ferry.state.dir: {directory / 'state'}\n"
     )
     return path
@@ -342,7 +347,8 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
             spark.stop()
         if keep:
             console.print(
-                f"Clusters left running; stop them with: ferry local down --dir {directory}\n"
+                f"Clusters left running (A only if the demo stopped before losing it); stop "
+                f"them with: ferry local down --dir {directory}\n"
                 f"Replicate again with: ferry run -c {directory / 'ferry.yaml'}"
             )
         else:
@@ -365,6 +371,7 @@ def _tour(
     b: _Cluster,
 ) -> None:
     from ferry.config import load_config
+    from ferry.demo_failover import failover_act
     from ferry.engine.runner import Runner
     from ferry.progress_view import ProgressView
 
@@ -417,6 +424,7 @@ def _tour(
         )
     _print_sample(console, a, b)
     _explain(console, config.state_dir)
+    failover_act(console, config, brokers)
 
 
 def _print_counts(

@@ -14,6 +14,10 @@ from typing import Any
 __all__ = ["KAFKA_LOGGER", "quiet"]
 
 KAFKA_LOGGER = logging.getLogger("ferry.librdkafka")
+# Silent unless someone asks: without a handler of its own, Python's last-resort handler
+# would print every line to stderr anyway. Add a handler to this logger to see them.
+KAFKA_LOGGER.addHandler(logging.NullHandler())
+KAFKA_LOGGER.propagate = False
 
 
 def quiet(settings: Mapping[str, Any]) -> dict[str, Any]:

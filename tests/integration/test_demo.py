@@ -48,6 +48,11 @@ def test_demo_replicates_every_record_from_a_to_b_and_stops_the_clusters(tmp_pat
     assert "the copy has its key, value, timestamp and headers, plus ferry.origin" in out, out
     assert "What you saw:" in out, out
 
+    # Act 2: A is lost, the group fails over to B from checkpoints and loses nothing.
+    assert "A's broker is killed" in out, out
+    assert "translating from the checkpoints in B" in out, out
+    assert "lost 0, read twice 0" in out, out
+
     assert "Clusters stopped; no process or port left behind." in out
     pids = [int(pid) for pid in re.findall(r"\(pid (\d+),", out)]
     assert len(pids) == 2, out

@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ferry.client import remote_consumer_offsets, translate_offsets
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
 from tests.ferry_cli import run_ferry
@@ -120,6 +121,9 @@ def test_failover_then_failback_is_exact(
     plan = json.loads(translated.stdout)
     assert plan["source"] == "cluster" and not plan["committed"]
     assert committed_offsets(b, group) == {}  # translate changes nothing
+    by_partition = {(p["target_topic"], p["partition"]): p["offset"] for p in plan["positions"]}
+    assert translate_offsets(group, "A", a, b) == by_partition  # the client library agrees
+    assert remote_consumer_offsets(group, "A", b) == by_partition  # and so do checkpoints
 
     result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B")
     assert result.returncode == 0, result.stderr

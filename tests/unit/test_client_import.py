@@ -10,7 +10,8 @@ from tests.ferry_cli import run_ferry
 
 def test_client_modules_do_not_import_spark() -> None:
     code = (
-        "import sys, ferry, ferry.config, ferry.policy, ferry.errors\n"
+        "import sys, ferry, ferry.config, ferry.policy, ferry.errors, ferry.client\n"
+        "import ferry.consumer_timestamps, ferry.mm2_records, ferry.offsets.index\n"
         "heavy = [m for m in ('pyspark', 'py4j', 'pyarrow') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

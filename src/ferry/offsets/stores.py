@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class RunsStore:
-    def __init__(self, target: ClusterConfig, topic: str, source_alias: str) -> None:
-        self._tail = TopicTail(target, topic)
+    def __init__(
+        self, target: ClusterConfig, topic: str, source_alias: str, *, timeout: float = 15.0
+    ) -> None:
+        self._tail = TopicTail(target, topic, timeout=timeout)
         self._source = source_alias
         self._indexes: dict[tuple[str, int], OffsetIndex] = {}
         self.malformed = 0
@@ -55,9 +57,9 @@ class RunsStore:
 
 
 class CheckpointStore:
-    def __init__(self, target: ClusterConfig, topic: str) -> None:
+    def __init__(self, target: ClusterConfig, topic: str, *, timeout: float = 15.0) -> None:
         self.topic = topic
-        self._tail = TopicTail(target, topic)
+        self._tail = TopicTail(target, topic, timeout=timeout)
         self._latest: dict[tuple[str, str, int], Checkpoint] = {}
         self.malformed = 0
 
