@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from confluent_kafka import KafkaException
+
 from ferry.config.model import ClusterConfig
+from ferry.engine.kafka_errors import unavailable
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
@@ -82,21 +85,30 @@ def translate_offsets(
 ) -> dict[tuple[str, int], int]:
     """Exact translation of `group`'s committed offsets on `source` to `target`.
 
-    Uses ferry's offset runs in `target`, so nothing is lost and nothing delivered twice;
-    partitions ferry has not replicated are left out.
+    Uses ferry's offset runs in `target`, so nothing is lost and nothing delivered twice.
+    Partitions whose copy does not exist on `target` are left out; a copy that exists but
+    holds nothing from the source yet maps to its start, as `ferry failover` does.
     """
     source_cluster = _cluster(source_alias, source)
     target_cluster = _cluster("target", target)
     naming = _policy(policy, separator, source_alias)
     committed = GroupAdmin(source_cluster, timeout=timeout).committed(group)
+    target_admin = GroupAdmin(target_cluster, timeout=timeout)
+    try:
+        topics = target_admin.list_topics()
+    except KafkaException as exc:
+        raise unavailable(target_cluster, exc) from None
     topic = naming.offset_runs_topic(source_alias)
     runs = RunsStore(target_cluster, topic, source_alias, timeout=timeout)
     try:
         runs.refresh()
-        return {
-            (naming.remote_topic(source_alias, t), p): runs.index(t, p).downstream(u).offset
-            for (t, p), u in sorted(committed.items())
-            if runs.has(t, p)
-        }
+        offsets = {}
+        for (t, p), upstream in sorted(committed.items()):
+            remote = naming.remote_topic(source_alias, t)
+            meta = topics.get(remote)
+            if meta is None or meta.error is not None or p not in meta.partitions:
+                continue
+            offsets[(remote, p)] = runs.index(t, p).downstream(upstream).offset
+        return offsets
     finally:
         runs.close()

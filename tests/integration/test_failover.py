@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
 
 from ferry.client import remote_consumer_offsets, translate_offsets
 from ferry.local import clusters as local
@@ -72,11 +77,12 @@ def _prepare_source(bootstrap: str, name: str) -> tuple[dict[TP, list[int]], dic
         [Rec(i % 2, f"k{i % 10}".encode(), f"v{i}".encode(), (), 0) for i in range(300)],
     )
     wait_for_compaction(bootstrap, compacted)
+    _stop_cleaning(bootstrap, compacted)
     held: dict[TP, list[int]] = {
         (plain, p): (list(range(30, 100)) if p == 3 else list(range(100)) if p < 4 else [])
         for p in range(5)
     }
-    for p, rows in read_all_with_gaps(bootstrap, compacted, 2).items():
+    for p, rows in _settled(bootstrap, compacted).items():
         held[(compacted, p)] = [offset for offset, _ in rows]
     kept = held[(compacted, 0)]
     gaps = [a + 1 for a, b in itertools.pairwise(kept) if b - a > 1]
@@ -92,6 +98,33 @@ def _prepare_source(bootstrap: str, name: str) -> tuple[dict[TP, list[int]], dic
         (compacted, 1): held[(compacted, 1)][len(held[(compacted, 1)]) // 2],
     }
     return held, positions
+
+
+def _stop_cleaning(bootstrap: str, topic: str) -> None:
+    """No new segment rolls and no cleaning: what A holds must not change under the test."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in {"segment.ms": "86400000", "min.cleanable.dirty.ratio": "0.99"}.items()
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def _settled(bootstrap: str, topic: str) -> dict[int, list[tuple[int, Rec]]]:
+    """What the topic holds, once two reads in a row agree (a cleaner pass may be running)."""
+    reads = [read_all_with_gaps(bootstrap, topic, 2)]
+
+    def stable() -> bool:
+        reads.append(read_all_with_gaps(bootstrap, topic, 2))
+        return reads[-1] == reads[-2]
+
+    wait_for(stable, 60, f"the contents of {topic} stop changing")
+    return reads[-1]
 
 
 def _unconsumed(
