@@ -276,6 +276,54 @@ def _print_plan(plan: Any, as_json: bool) -> None:
 
 
 @app.command()
+def status(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Per flow: heartbeat latency, lag per partition, records and bytes copied."""
+    from rich.table import Table
+
+    from ferry.config import load_config
+    from ferry.metadata.status import flow_status
+
+    cfg = load_config(config)
+    flows = [flow_status(cfg, flow) for flow in cfg.enabled_flows]
+    if as_json:
+        print(json.dumps({"flows": {f.flow: f.to_json() for f in flows}}))
+        return
+    for f in flows:
+        latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
+        lag = "unknown" if f.lag is None else f"{f.lag:,}"
+        table = Table(
+            title=f"flow {f.flow}: latency {latency}, lag {lag}, "
+            f"copied {f.records:,} records ({f.bytes:,} bytes)",
+            title_justify="left",
+        )
+        for column in ("topic", "partition", "source end", "replicated", "lag"):
+            table.add_column(column, justify="left" if column == "topic" else "right")
+        for p in f.partitions:
+            table.add_row(
+                p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
+            )
+        out.print(table)
+        for error in f.errors:
+            err.print(f"flow {f.flow}: {error}", highlight=False, markup=False)
+
+
+@app.command()
+def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer)."""
+    from ferry.config import load_config
+    from ferry.metadata.doctor import diagnose
+
+    findings = diagnose(load_config(config))
+    if as_json:
+        print(json.dumps({"warnings": [f.to_json() for f in findings]}))
+        return
+    for f in findings:
+        where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
+        out.print(f"warning: {where}: {f.detail} [{f.kind}]", highlight=False, markup=False)
+    out.print(f"{len(findings)} warning(s)")
+
+
+@app.command()
 def monitor(
     config: ConfigOption,
     metrics_port: Annotated[

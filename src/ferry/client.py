@@ -12,6 +12,9 @@ For applications and runbooks; imports no PySpark. The role of MirrorMaker 2's
     # Both clusters answer: exact translation of what the group committed right now.
     offsets = translate_offsets("billing", "A", "a-broker:9092", "b-broker:9092")
 
+`upstream_clusters(cluster)` and `replication_hops(cluster, "A")` read the topology from the
+replicated heartbeats topics (`A.heartbeats`, `B.A.heartbeats`, ...).
+
 Clusters are given as a bootstrap string or a dict of librdkafka settings (for security).
 Offsets are keyed by (topic on the target, partition) and are the next record to read.
 """
@@ -22,13 +25,14 @@ from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 
+from ferry import topology
 from ferry.config.model import ClusterConfig
 from ferry.engine.kafka_errors import unavailable
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
 
-__all__ = ["remote_consumer_offsets", "translate_offsets"]
+__all__ = ["remote_consumer_offsets", "replication_hops", "translate_offsets", "upstream_clusters"]
 
 Cluster = str | Mapping[str, str]
 
@@ -112,3 +116,26 @@ def translate_offsets(
         return offsets
     finally:
         runs.close()
+
+
+def _topic_names(cluster: Cluster, timeout: float) -> list[str]:
+    config = _cluster("cluster", cluster)
+    try:
+        return list(GroupAdmin(config, timeout=timeout).list_topics())
+    except KafkaException as exc:
+        raise unavailable(config, exc) from None
+
+
+def upstream_clusters(cluster: Cluster, *, separator: str = ".", timeout: float = 10.0) -> set[str]:
+    """Every cluster whose data reaches `cluster`, over any number of hops (MM2's
+    `RemoteClusterUtils.upstreamClusters`), read from its replicated heartbeats topics."""
+    return topology.upstream_clusters(_topic_names(cluster, timeout), PrefixPolicy(separator))
+
+
+def replication_hops(
+    cluster: Cluster, source_alias: str, *, separator: str = ".", timeout: float = 10.0
+) -> int:
+    """How many hops data from `source_alias` takes to reach `cluster`; -1 if it never does
+    (MM2's `RemoteClusterUtils.replicationHops`)."""
+    topics = _topic_names(cluster, timeout)
+    return topology.replication_hops(topics, PrefixPolicy(separator), source_alias)

@@ -1,5 +1,5 @@
-"""The periodic work `ferry run` does beside copying: checkpoints, group offset sync and
-mirroring consumer timestamps.
+"""The periodic work `ferry run` does beside copying: checkpoints, group offset sync,
+mirroring consumer timestamps, heartbeats, topic config sync and topic ACL sync.
 
 One thread in the driver runs each task when it is due. A cluster that does not answer only
 postpones a task to its next turn (and says so): bookkeeping must never stop the copying.
@@ -19,6 +19,9 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.consumer_timestamps import TimestampMirror
 from ferry.errors import FerryError, KafkaUnavailableError
 from ferry.kafka_logging import quiet
+from ferry.metadata.acls import AclSync
+from ferry.metadata.heartbeats import HeartbeatEmitter
+from ferry.metadata.topic_configs import TopicConfigSync
 from ferry.offsets.emitter import CheckpointEmitter, SyncReport
 from ferry.policy import policy_for
 
@@ -43,6 +46,7 @@ class ControlPlane:
         self._thread: threading.Thread | None = None
         self.failures = 0
         for flow in config.enabled_flows:
+            self._add_metadata_tasks(config, flow)
             checkpoints = (
                 flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0
             )
@@ -77,6 +81,34 @@ class ControlPlane:
                         emitter.sync_groups,
                     )
                 )
+
+    def _add_metadata_tasks(self, config: FerryConfig, flow: FlowConfig) -> None:
+        if flow.emit_heartbeats_enabled and flow.emit_heartbeats_interval_seconds > 0:
+            heartbeats = HeartbeatEmitter(config, flow)
+            self._closers.append(heartbeats.close)
+            self._tasks.append(
+                _Task(
+                    f"{flow.name} heartbeats",
+                    flow.emit_heartbeats_interval_seconds,
+                    heartbeats.emit,
+                )
+            )
+        if flow.sync_topic_acls_enabled and flow.sync_topic_acls_interval_seconds > 0:
+            self._tasks.append(
+                _Task(
+                    f"{flow.name} topic ACLs",
+                    flow.sync_topic_acls_interval_seconds,
+                    AclSync(config, flow).sync,
+                )
+            )
+        if flow.sync_topic_configs_enabled and flow.sync_topic_configs_interval_seconds > 0:
+            self._tasks.append(
+                _Task(
+                    f"{flow.name} topic configs",
+                    flow.sync_topic_configs_interval_seconds,
+                    TopicConfigSync(config, flow).sync,
+                )
+            )
 
     @property
     def tasks(self) -> list[str]:

@@ -215,6 +215,7 @@ def _write_config(directory: Path, brokers: dict[str, Any]) -> Path:
         "replication.factor: 1                       # single-broker clusters\n"
         "offset-syncs.topic.replication.factor: 1\n"
         "checkpoints.topic.replication.factor: 1\n"
+        "heartbeats.topic.replication.factor: 1\n"
         f"ferry.state.dir: {directory / 'state'}\n"
     )
     return path

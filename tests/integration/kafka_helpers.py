@@ -28,8 +28,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, **configs: str
     admin.create_topics([new])[topic].result(30)
 
 
-def produce(bootstrap: str, topic: str, records: list[Rec]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+def produce(
+    bootstrap: str, topic: str, records: list[Rec], client: dict[str, str] | None = None
+) -> None:
+    """`client`: more librdkafka settings, e.g. SASL credentials."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **(client or {})}
+    )
     failures: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -94,9 +99,11 @@ def read_offsets(
     return out
 
 
-def record_count(bootstrap: str, topic: str) -> int:
+def record_count(bootstrap: str, topic: str, client: dict[str, str] | None = None) -> int:
     """Records a topic holds (high minus low watermark summed), 0 if it does not exist."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-count"})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-count", **(client or {})}
+    )
     try:
         md = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:

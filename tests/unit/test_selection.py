@@ -77,6 +77,16 @@ def test_heartbeats_are_selected_except_those_from_the_target() -> None:
     assert not select.accepts("A.heartbeats")
 
 
+def test_heartbeats_travel_whatever_the_topic_lists_say() -> None:
+    # MM2: (filter matches or isHeartbeatsTopic) and not internal and not cycle
+    select = selector(topics=("orders",), topics_exclude=(".*heartbeats",))
+    assert select.accepts("heartbeats")
+    assert select.accepts("C.heartbeats")
+    assert not select.accepts("A.heartbeats")  # still a cycle back to the target
+    assert not select.accepts("payments")  # the lists still rule every other topic
+    assert not select.accepts("heartbeats2")
+
+
 def test_identity_policy_cannot_see_sources_in_names_but_still_skips_internals() -> None:
     flow = FlowConfig(source="B", target="A")
     select = TopicSelector(flow, IdentityPolicy("B"))

@@ -8,6 +8,7 @@ skipped); anything else stops every flow and is reported once, precisely.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -23,7 +24,8 @@ from ferry.control_plane import ControlPlane
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.remote_topics import TopicManager
-from ferry.errors import FerryError, KafkaUnavailableError, error_from_text
+from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
+from ferry.metadata.heartbeats import ensure_heartbeats_topic
 from ferry.metrics_http import MetricsServer
 from ferry.policy import policy_for
 
@@ -227,6 +229,16 @@ class Runner:
                     flow.checkpoints_topic_replication_factor,
                     key="checkpoints.topic.replication.factor",
                 )
+            if flow.emit_heartbeats_enabled:
+                # On the source before the first batch plans, so it is copied from the start.
+                # A refusal (say, a replication factor above the broker count) only turns
+                # heartbeats off; the control plane says so.
+                with contextlib.suppress(ReplicationError):
+                    ensure_heartbeats_topic(
+                        self.config.clusters[flow.source],
+                        policy.heartbeats_topic(),
+                        flow.heartbeats_topic_replication_factor,
+                    )
 
         self._retrying(ready)
 

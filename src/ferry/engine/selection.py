@@ -2,7 +2,7 @@
 
 Pure code. Regexes match the whole name (MM2's DefaultTopicFilter). Internal topics (Kafka's,
 MM2's, ferry's own) and topics that would copy data back to where it came from are never
-selected, whatever the lists say.
+selected, whatever the lists say; heartbeats topics are selected whatever the lists say.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ class TopicSelector:
         self._target = flow.target
 
     def accepts(self, topic: str) -> bool:
-        if not any(p.fullmatch(topic) for p in self._include):
-            return False
-        if any(p.fullmatch(topic) for p in self._exclude):
+        """MM2's rule: (the lists take it, or it is a heartbeats topic), and it is neither
+        internal nor a cycle. Heartbeats always travel: they are how latency and hops are seen.
+        """
+        listed = any(p.fullmatch(topic) for p in self._include) and not any(
+            p.fullmatch(topic) for p in self._exclude
+        )
+        if not (listed or self._policy.is_heartbeats_topic(topic)):
             return False
         return self._policy.should_replicate(topic, self._target)
 

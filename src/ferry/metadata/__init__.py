@@ -1,0 +1,1 @@
+"""Metadata that follows the data: heartbeats, topic configs, status and durability checks."""
