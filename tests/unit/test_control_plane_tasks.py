@@ -2,35 +2,65 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control_plane import ControlPlane
+
+ALL = [
+    "A->B heartbeats",
+    "A->B topic ACLs",
+    "A->B topic configs",
+    "A->B checkpoints",
+    "A->B consumer timestamps",
+]
 
 
 def plane(**settings: object) -> ControlPlane:
     clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
-    flow = FlowConfig(
-        source="A", target="B", enabled=True, emit_checkpoints_enabled=False, **settings
-    )
+    flow = FlowConfig(source="A", target="B", enabled=True, **settings)
     return ControlPlane(FerryConfig(clusters=clusters, flows=(flow,)))
 
 
-def test_heartbeats_and_topic_configs_by_default() -> None:
+def test_mm2s_defaults_start_every_task_but_group_sync() -> None:
     p = plane()
     try:
-        assert p.tasks == ["A->B heartbeats", "A->B topic configs"]
+        assert p.tasks == ALL
     finally:
         p.stop()
 
 
-def test_each_task_off_by_its_flag_or_a_zero_interval() -> None:
-    for settings, left in [
-        ({"emit_heartbeats_enabled": False}, ["A->B topic configs"]),
-        ({"emit_heartbeats_interval_seconds": 0}, ["A->B topic configs"]),
-        ({"sync_topic_configs_enabled": False}, ["A->B heartbeats"]),
-        ({"sync_topic_configs_interval_seconds": 0}, ["A->B heartbeats"]),
-    ]:
+def test_group_sync_when_enabled() -> None:
+    p = plane(sync_group_offsets_enabled=True)
+    try:
+        assert p.tasks == [*ALL, "A->B group offset sync"]
+    finally:
+        p.stop()
+
+
+@pytest.mark.parametrize(
+    ("flag", "interval", "gone"),
+    [
+        ("emit_heartbeats_enabled", "emit_heartbeats_interval_seconds", ["A->B heartbeats"]),
+        ("sync_topic_acls_enabled", "sync_topic_acls_interval_seconds", ["A->B topic ACLs"]),
+        (
+            "sync_topic_configs_enabled",
+            "sync_topic_configs_interval_seconds",
+            ["A->B topic configs"],
+        ),
+        (
+            "emit_checkpoints_enabled",
+            "emit_checkpoints_interval_seconds",
+            ["A->B checkpoints", "A->B consumer timestamps"],
+        ),
+    ],
+)
+def test_each_task_off_by_its_flag_or_a_zero_interval(
+    flag: str, interval: str, gone: list[str]
+) -> None:
+    for settings in ({flag: False}, {interval: 0}):
         p = plane(**settings)
         try:
-            assert p.tasks == left, settings
+            assert p.tasks == [t for t in ALL if t not in gone], settings
         finally:
             p.stop()

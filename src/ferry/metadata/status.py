@@ -10,15 +10,12 @@ A cluster that does not answer leaves its figures null and says why; the rest is
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import (
-    Consumer,
     IsolationLevel,
-    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -29,9 +26,10 @@ from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.kafka_errors import unavailable
 from ferry.engine.selection import TopicSelector
-from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.errors import FerryError
 from ferry.kafka_logging import quiet
 from ferry.mm2_records import Heartbeat, MM2FormatError
+from ferry.offsets.topic_reader import TopicTail
 from ferry.policy import policy_for
 
 __all__ = [
@@ -173,41 +171,8 @@ def _read_tail(
     cluster: ClusterConfig, topic: str, timeout: float
 ) -> list[tuple[bytes | None, bytes | None]]:
     """The last few records of partition 0 of `topic`; [] if it does not exist (yet)."""
-    settings = {
-        **cluster.consumer_config(),
-        "group.id": f"ferry-status-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-    }
-    consumer = Consumer(quiet(settings))
+    tail = TopicTail(cluster, topic, timeout=timeout)
     try:
-        try:
-            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if meta is None or meta.error is not None or 0 not in meta.partitions:
-                return []
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
-        except KafkaException as exc:
-            raise unavailable(cluster, exc) from None
-        if high <= low:
-            return []
-        consumer.assign([TopicPartition(topic, 0, max(low, high - HEARTBEATS_READ_BACK))])
-        records: list[tuple[bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return records
-                raise unavailable(cluster, KafkaException(error))
-            records.append((msg.key(), msg.value()))
-            offset = msg.offset()
-            if offset is not None and offset >= high - 1:
-                return records
-        raise KafkaUnavailableError(
-            cluster.alias, cluster.bootstrap_servers, f"reading {topic} took over {timeout:.0f}s"
-        )
+        return tail.read_last(HEARTBEATS_READ_BACK)
     finally:
-        consumer.close()
+        tail.close()

@@ -59,14 +59,23 @@ class TopicTail:
 
     def read_new(self) -> list[tuple[bytes | None, bytes | None]]:
         """Records after the last read, up to the end as of now; [] if the topic is absent."""
+        return self._read(None)
+
+    def read_last(self, count: int) -> list[tuple[bytes | None, bytes | None]]:
+        """The last `count` offsets' records (fewer where compaction left gaps)."""
+        return self._read(count)
+
+    def _read(self, last: int | None) -> list[tuple[bytes | None, bytes | None]]:
         if not self.exists():
             return []
         consumer = self._client()
         tp = TopicPartition(self.topic, self.partition)
         try:
-            _low, high = consumer.get_watermark_offsets(tp, timeout=self._timeout)
+            low, high = consumer.get_watermark_offsets(tp, timeout=self._timeout)
         except KafkaException as exc:
             raise unavailable(self.cluster, exc) from None
+        if last is not None:
+            self._next = max(low, high - last)
         if self._next != OFFSET_BEGINNING and self._next >= high:
             return []
         consumer.assign([TopicPartition(self.topic, self.partition, self._next)])
