@@ -23,6 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
 )
 
 from ferry.client import replication_hops, upstream_clusters
@@ -151,6 +152,12 @@ def test_heartbeats_configs_and_status_follow_the_data_while_running(
         assert entries["min.insync.replicas"].value != "2", "an excluded key was synced"
         assert entries["min.insync.replicas"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 
+        # A partition added to the source while ferry runs: added on B, its records copied.
+        admin = AdminClient({"bootstrap.servers": a})  # kept: its futures need it alive
+        admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(30)
+        produce(a, topic_name, [Rec(2, b"new", b"v", (), 0) for _ in range(10)])
+        wait_for(lambda: record_count(b, remote) == 30, 60, f"partition 2 of {remote} copied")
+
         def fresh() -> bool:
             seen["running"] = _status(config)
             latency = seen["running"]["latency_ms"]
@@ -165,8 +172,9 @@ def test_heartbeats_configs_and_status_follow_the_data_while_running(
     assert [(p["partition"], p["source_end"], p["replicated"], p["lag"]) for p in mine] == [
         (0, 10, 10, 0),
         (1, 10, 10, 0),
+        (2, 10, 10, 0),
     ]
-    assert running["records"] >= 20 and running["bytes"] > 0  # plus the heartbeats copied
+    assert running["records"] >= 30 and running["bytes"] > 0  # plus the heartbeats copied
     # Stopped: no heartbeat arrives any more, so latency grows with the clock.
     stopped = _status(config)
     between = time.monotonic()
