@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# A timestamp for test records: recent enough that retention (7 days) never deletes them
+# while a test runs (records stamped years ago vanish at the broker's next retention check).
+RECENT_MS = int(time.time() * 1000) - 60_000
+
 
 @dataclass(frozen=True)
 class Rec:

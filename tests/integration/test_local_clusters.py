@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from ferry.errors import LocalClusterError
 from ferry.local.broker import BrokerProcess, _server_properties, format_storage, start_broker
 from tests.ferry_cli import run_ferry
-from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all
+from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def test_local_up_json_gives_working_clusters_and_down_leaves_nothing(tmp_path: 
             assert bootstrap.startswith("127.0.0.1:")
             topic = f"cli-{alias}"
             create_topic(bootstrap, topic)
-            sent = [Rec(0, b"k", f"from {alias}".encode(), (("h", b"v"),), 1_700_000_000_000)]
+            sent = [Rec(0, b"k", f"from {alias}".encode(), (("h", b"v"),), RECENT_MS)]
             produce(bootstrap, topic, sent)
             assert read_all(bootstrap, topic, 1, 1) == sent
         # Overrides reach one cluster only.

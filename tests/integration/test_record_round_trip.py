@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ferry.local.broker import BrokerProcess
-from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all
+from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ def _sample(partitions: int) -> list[Rec]:
                 value=None if i % 7 == 0 else f"v{i}".encode() * (i % 3 + 1),
                 # Duplicate header keys, in order, and a null header value.
                 headers=(("h", b"1"), ("h", b"2"), ("n", None)) if i % 2 else (),
-                timestamp=1_700_000_000_000 + i,
+                timestamp=RECENT_MS + i,
             )
         )
     return records

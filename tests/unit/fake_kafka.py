@@ -215,6 +215,7 @@ class FakeProducer:
         refuse: dict[bytes, KafkaError] | None = None,
         raise_on_produce: dict[bytes, KafkaError] | None = None,
         buffer_errors: int = 0,
+        unknown_partition_errors: int = 0,
         reports_per_call: int = 3,
     ) -> None:
         """`refuse` / `raise_on_produce` are keyed by record value; target offsets start at
@@ -224,11 +225,16 @@ class FakeProducer:
         self.refuse = refuse or {}
         self.raise_on_produce = raise_on_produce or {}
         self.buffer_errors = buffer_errors
+        self.unknown_partition_errors = unknown_partition_errors  # metadata not caught up yet
+        self.metadata_requests = 0
         self.reports_per_call = reports_per_call
         self.produce_calls = 0
         self.logs: dict[TP, list[Rec]] = {}
         self._next_offset: dict[TP, int] = {}
         self._reports: deque[tuple[KafkaError | None, FakeMessage]] = deque()
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        self.metadata_requests += 1
 
     def produce(
         self,
@@ -243,6 +249,9 @@ class FakeProducer:
         if self.buffer_errors > 0:
             self.buffer_errors -= 1
             raise BufferError("Local: Queue full")
+        if self.unknown_partition_errors > 0:
+            self.unknown_partition_errors -= 1
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
         if value in self.raise_on_produce:
             raise KafkaException(self.raise_on_produce[value])
         tp = (topic, partition)

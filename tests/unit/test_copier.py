@@ -414,6 +414,16 @@ def test_a_full_producer_queue_is_retried_and_the_record_copied_once() -> None:
     assert result.runs == [OffsetRun(0, T0, 5)]
 
 
+def test_a_partition_the_producer_does_not_know_yet_is_retried_after_a_metadata_refresh() -> None:
+    # The planner added the partition a moment ago; this cached producer's metadata predates it.
+    m = mirror({("orders", 0): log_of(*range(3))}, unknown_partition_errors=3)
+
+    m.copy(rng(0, 3))
+
+    assert m.copied_upstream() == [0, 1, 2]
+    assert m.producer.metadata_requests == 3
+
+
 @pytest.mark.parametrize(
     "log",
     [

@@ -14,6 +14,7 @@ partition in order, so reports are paired with upstream offsets by a per-partiti
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -35,6 +36,9 @@ __all__ = ["EARLIEST", "CopyContext", "CopyRange", "DeliveryTracker", "Partition
 _CONSUME_BATCH = 5000
 # Any record at least this far below the topic limit fits; only bigger ones are measured.
 _SIZE_CHECK_MARGIN = 8192
+# How long a produce to a partition this producer does not know yet is retried while its
+# metadata catches up with a partition the planner just added.
+NEW_PARTITION_WAIT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,7 @@ def _copy(
             timestamp = m.timestamp()[1]
             if timestamp > 0:
                 result.record_age.observe(now_ms - timestamp)
+            metadata_wait: float | None = None
             while True:
                 try:
                     produce(
@@ -250,13 +255,27 @@ def _copy(
                 except BufferError:
                     poll(0.05)  # the producer queue is full: let deliveries drain
                 except KafkaException as exc:
-                    raise _produce_error(exc, r, offset, ctx) from None
+                    # A partition the planner added a moment ago: this cached producer's
+                    # metadata predates it. Refresh it and retry, for a bounded time.
+                    error = kafka_error_of(exc)
+                    unknown = error is not None and error.code() == KafkaError._UNKNOWN_PARTITION
+                    now = time.monotonic()
+                    metadata_wait = metadata_wait or now + NEW_PARTITION_WAIT_SECONDS
+                    if not unknown or now >= metadata_wait:
+                        raise _produce_error(exc, r, offset, ctx) from None
+                    _refresh_metadata(producer, r.remote_topic)
             queues[tp].append(offset)
             result.copied += 1
             result.bytes += (len(key) if key else 0) + (len(value) if value else 0)
             if offset == r.end - 1:
                 finish(tp)
     return results
+
+
+def _refresh_metadata(producer: Any, topic: str) -> None:
+    with contextlib.suppress(KafkaException):  # the retry loop's deadline decides
+        producer.list_topics(topic, timeout=1.0)
+    time.sleep(0.1)
 
 
 def _skip_expired(
