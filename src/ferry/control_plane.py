@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.consumer_timestamps import TimestampMirror
@@ -40,75 +41,66 @@ class ControlPlane:
     def __init__(self, config: FerryConfig, on_notice: Callable[[str], None] | None = None) -> None:
         self._notice = on_notice or (lambda _m: None)
         self._tasks: list[_Task] = []
-        self._emitters: list[CheckpointEmitter] = []
         self._closers: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failures = 0
         for flow in config.enabled_flows:
-            self._add_metadata_tasks(config, flow)
-            checkpoints = (
-                flow.emit_checkpoints_enabled and flow.emit_checkpoints_interval_seconds > 0
-            )
-            sync = flow.sync_group_offsets_enabled and flow.sync_group_offsets_interval_seconds > 0
-            if not (checkpoints or sync):
-                continue
-            emitter = CheckpointEmitter(config, flow)
-            self._emitters.append(emitter)
-            if checkpoints:
-                self._tasks.append(
-                    _Task(
-                        f"{flow.name} checkpoints",
-                        flow.emit_checkpoints_interval_seconds,
-                        emitter.emit_checkpoints,
-                    )
-                )
-            if checkpoints:
-                mirror = _timestamps_mirror(config, flow)
-                self._closers.append(mirror.close)
-                self._tasks.append(
-                    _Task(
-                        f"{flow.name} consumer timestamps",
-                        flow.emit_checkpoints_interval_seconds,
-                        partial(_mirror_timestamps, mirror, config.clusters[flow.source]),
-                    )
-                )
-            if sync:
-                self._tasks.append(
-                    _Task(
-                        f"{flow.name} group offset sync",
-                        flow.sync_group_offsets_interval_seconds,
-                        emitter.sync_groups,
-                    )
-                )
+            self._add_tasks(config, flow)
 
-    def _add_metadata_tasks(self, config: FerryConfig, flow: FlowConfig) -> None:
-        if flow.emit_heartbeats_enabled and flow.emit_heartbeats_interval_seconds > 0:
-            heartbeats = HeartbeatEmitter(config, flow)
-            self._closers.append(heartbeats.close)
-            self._tasks.append(
-                _Task(
-                    f"{flow.name} heartbeats",
-                    flow.emit_heartbeats_interval_seconds,
-                    heartbeats.emit,
-                )
-            )
-        if flow.sync_topic_acls_enabled and flow.sync_topic_acls_interval_seconds > 0:
-            self._tasks.append(
-                _Task(
-                    f"{flow.name} topic ACLs",
-                    flow.sync_topic_acls_interval_seconds,
-                    AclSync(config, flow).sync,
-                )
-            )
-        if flow.sync_topic_configs_enabled and flow.sync_topic_configs_interval_seconds > 0:
-            self._tasks.append(
-                _Task(
-                    f"{flow.name} topic configs",
-                    flow.sync_topic_configs_interval_seconds,
-                    TopicConfigSync(config, flow).sync,
-                )
-            )
+    def _add_tasks(self, config: FerryConfig, flow: FlowConfig) -> None:
+        """Each task only when enabled with a positive interval (a negative one turns it off)."""
+
+        def add(what: str, enabled: bool, interval: float, make: Callable[[], Any]) -> None:
+            if enabled and interval > 0:
+                self._tasks.append(_Task(f"{flow.name} {what}", interval, make()))
+
+        def heartbeats() -> Callable[[], SyncReport]:
+            emitter = HeartbeatEmitter(config, flow)
+            self._closers.append(emitter.close)
+            return emitter.emit
+
+        def timestamps() -> Callable[[], SyncReport]:
+            mirror = _timestamps_mirror(config, flow)
+            self._closers.append(mirror.close)
+            return partial(_mirror_timestamps, mirror, config.clusters[flow.source])
+
+        offsets: list[CheckpointEmitter] = []
+
+        def emitter() -> CheckpointEmitter:  # one for checkpoints and group sync
+            if not offsets:
+                offsets.append(CheckpointEmitter(config, flow))
+                self._closers.append(offsets[0].close)
+            return offsets[0]
+
+        checkpoints = flow.emit_checkpoints_enabled
+        every = flow.emit_checkpoints_interval_seconds
+        add(
+            "heartbeats",
+            flow.emit_heartbeats_enabled,
+            flow.emit_heartbeats_interval_seconds,
+            heartbeats,
+        )
+        add(
+            "topic ACLs",
+            flow.sync_topic_acls_enabled,
+            flow.sync_topic_acls_interval_seconds,
+            lambda: AclSync(config, flow).sync,
+        )
+        add(
+            "topic configs",
+            flow.sync_topic_configs_enabled,
+            flow.sync_topic_configs_interval_seconds,
+            lambda: TopicConfigSync(config, flow).sync,
+        )
+        add("checkpoints", checkpoints, every, lambda: emitter().emit_checkpoints)
+        add("consumer timestamps", checkpoints, every, timestamps)
+        add(
+            "group offset sync",
+            flow.sync_group_offsets_enabled,
+            flow.sync_group_offsets_interval_seconds,
+            lambda: emitter().sync_groups,
+        )
 
     @property
     def tasks(self) -> list[str]:
@@ -133,8 +125,6 @@ class ControlPlane:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(30)
-        for emitter in self._emitters:
-            emitter.close()
         for close in self._closers:
             close()
 
