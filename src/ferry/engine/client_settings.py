@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from ferry.config.model import ClusterConfig, FlowConfig
 
-__all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "consumer_settings", "producer_settings"]
+__all__ = [
+    "CONSUMER_DEFAULTS",
+    "PRODUCER_DEFAULTS",
+    "consumer_settings",
+    "flow_group",
+    "producer_settings",
+    "progress_consumer_settings",
+]
 
 CONSUMER_DEFAULTS = {
     "fetch.wait.max.ms": "25",  # a new assignment waits for the previous long poll
@@ -37,7 +44,7 @@ def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]
     return {
         **CONSUMER_DEFAULTS,
         **source.consumer_config(),
-        "group.id": f"ferry-{flow.source}-to-{flow.target}",  # never joined, never committed
+        "group.id": flow_group(flow),  # never joined, never committed on the source
         "enable.partition.eof": "true",
         # Out of range means retention deleted records not yet copied: the copier hears of it
         # (and reports how many) instead of librdkafka jumping ahead silently.
@@ -48,3 +55,21 @@ def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]
 
 def producer_settings(target: ClusterConfig) -> dict[str, str]:
     return {**PRODUCER_DEFAULTS, **target.producer_config()}
+
+
+def flow_group(flow: FlowConfig) -> str:
+    return f"ferry-{flow.source}-to-{flow.target}"
+
+
+def progress_consumer_settings(target: ClusterConfig, flow: FlowConfig) -> dict[str, str]:
+    """Exactly-once: reads the flow's progress, committed in the target with each transaction.
+
+    Never subscribes; read_committed makes librdkafka ask for stable offsets (pending
+    transactional offsets are waited for, never read half-done).
+    """
+    return {
+        **target.consumer_config(),
+        "group.id": flow_group(flow),
+        "isolation.level": "read_committed",
+        "enable.auto.commit": "false",
+    }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,15 @@ from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.offset_runs import OffsetRun, RunBuilder
 from ferry.provenance import ORIGIN_HEADER, origin_prefix
 
-__all__ = ["EARLIEST", "CopyContext", "CopyRange", "DeliveryTracker", "PartitionResult", "copy_bin"]
+__all__ = [
+    "EARLIEST",
+    "CopyContext",
+    "CopyRange",
+    "DeliveryTracker",
+    "PartitionResult",
+    "copy_bin",
+    "copy_ranges",
+]
 
 _CONSUME_BATCH = 5000
 # Any record at least this far below the topic limit fits; only bigger ones are measured.
@@ -128,10 +136,23 @@ def copy_bin(
     (retry later). Either way nothing is reported as copied, so the batch is not committed.
     """
     work = [r for r in ranges if r.end > r.start]
+    producers = {(r.topic, r.partition): producer for r in work}
+    return copy_ranges(consumer, producers, tracker, work, ctx)
+
+
+def copy_ranges(
+    consumer: Any,
+    producers: Mapping[tuple[str, int], Any],
+    tracker: DeliveryTracker,
+    work: list[CopyRange],
+    ctx: CopyContext,
+) -> list[PartitionResult]:
+    """`copy_bin` with a producer per source partition (exactly-once: one transaction each)."""
     tracker.reset()
     try:
-        results = _copy(consumer, producer, tracker, work, ctx)
-        _flush(producer, tracker, ctx)
+        results = _copy(consumer, producers, tracker, work, ctx)
+        for producer in _distinct(producers.values()):
+            _flush(producer, tracker, ctx)
     finally:
         consumer.unassign()
     for r in work:
@@ -142,9 +163,13 @@ def copy_bin(
     return list(results.values())
 
 
+def _distinct(producers: Iterable[Any]) -> list[Any]:
+    return list({id(p): p for p in producers}.values())
+
+
 def _copy(
     consumer: Any,
-    producer: Any,
+    producers: Mapping[tuple[str, int], Any],
     tracker: DeliveryTracker,
     work: list[CopyRange],
     ctx: CopyContext,
@@ -162,8 +187,11 @@ def _copy(
         tp: origin_prefix(ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition)
         for tp, r in active.items()
     }
-    produce = producer.produce
-    poll = producer.poll
+    distinct = _distinct(producers[tp] for tp in active)
+
+    def poll(timeout: float) -> None:
+        for p in distinct:
+            p.poll(timeout)
 
     def finish(tp: tuple[str, int]) -> None:
         del active[tp]
@@ -240,10 +268,11 @@ def _copy(
             timestamp = m.timestamp()[1]
             if timestamp > 0:
                 result.record_age.observe(now_ms - timestamp)
+            producer = producers[tp]
             metadata_wait: float | None = None
             while True:
                 try:
-                    produce(
+                    producer.produce(
                         r.remote_topic,
                         value,
                         key,
@@ -253,7 +282,7 @@ def _copy(
                     )
                     break
                 except BufferError:
-                    poll(0.05)  # the producer queue is full: let deliveries drain
+                    producer.poll(0.05)  # the producer queue is full: let deliveries drain
                 except KafkaException as exc:
                     # A partition the planner added a moment ago: this cached producer's
                     # metadata predates it. Refresh it and retry, for a bounded time.
@@ -354,8 +383,25 @@ def _consume_error(err: KafkaError, m: Any, ctx: CopyContext) -> None:
     )
 
 
+def _retry_later(err: KafkaError) -> bool:
+    """Errors a new producer (and a replayed batch) gets past: the cluster was away, or the
+    producer's state is lost (fatal idempotence error, a fenced or aborted transaction)."""
+    return (
+        err.code() in UNREACHABLE_CODES
+        or err.code() == KafkaError._MSG_TIMED_OUT
+        or err.fatal()
+        or err.txn_requires_abort()
+    )
+
+
 def _produce_error(exc: KafkaException, r: CopyRange, offset: int, ctx: CopyContext) -> Exception:
     error = kafka_error_of(exc)
+    if error is not None and error.code() != KafkaError.MSG_SIZE_TOO_LARGE and _retry_later(error):
+        return KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{error.name()}: {error.str()} (copying {r.topic} partition {r.partition})",
+        )
     name = error.name() if error is not None else type(exc).__name__
     text = error.str() if error is not None else str(exc)
     fix = "see the error above; rerun once it is fixed"
@@ -378,12 +424,6 @@ def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
     if not tracker.errors:
         return
     remote_topic, partition, upstream, err = tracker.errors[0]
-    if err.code() in UNREACHABLE_CODES or err.code() == KafkaError._MSG_TIMED_OUT:
-        raise KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"{err.name()}: {err.str()} (topic {remote_topic})",
-        )
     target = ctx.target_alias
     fixes = {
         KafkaError.MSG_SIZE_TOO_LARGE: (
@@ -400,6 +440,12 @@ def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
             f"topic {remote_topic} vanished from {target}; rerun to recreate it"
         ),
     }
+    if err.code() not in fixes and _retry_later(err):
+        raise KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{err.name()}: {err.str()} (topic {remote_topic})",
+        )
     raise ReplicationError(
         f"target {ctx.target_alias} refused the copy into {remote_topic} (partition {partition}): "
         f"{err.name()}: {err.str()}; {len(tracker.errors)} record(s) refused.",

@@ -46,6 +46,8 @@ def spark_session(config: FerryConfig) -> Any:
         "spark.log.level": "ERROR",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.python.worker.reuse": "true",
+        # Workers import pyspark's compiled modules, not its zip (see python_workers).
+        "spark.python.daemon.module": "ferry.engine.python_workers",
         "spark.ui.showConsoleProgress": "false",
     }
     if "spark.driver.extraJavaOptions" not in config.spark:

@@ -5,7 +5,9 @@ every record of its ranges. `commit` runs on the driver once every task of the b
 succeeded, and before Spark records the batch as done in its checkpoint: it writes the exact
 offset runs to the flow's offset-runs topic (and waits for the ack) and updates the counters.
 If anything fails first, Spark replays the batch: records may be copied twice (at-least-once),
-never lost.
+never lost. In exactly-once mode each task commits one transaction per partition holding the
+copies, the runs and the progress (`ferry.engine.exactly_once`); a replayed batch skips what
+committed, and `commit` only updates the counters.
 """
 
 from __future__ import annotations
@@ -17,8 +19,13 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
-from ferry.engine.client_settings import consumer_settings, producer_settings
+from ferry.engine.client_settings import (
+    consumer_settings,
+    producer_settings,
+    progress_consumer_settings,
+)
 from ferry.engine.copier import CopyContext, CopyRange, PartitionResult, copy_bin
+from ferry.engine.exactly_once import TransactionalSettings, copy_bin_exactly_once
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, ReplicationError, error_to_text
@@ -59,8 +66,11 @@ class MirrorSink(DataSourceStreamWriter):
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
-        producer_conf = producer_settings(self.spec.target)
         consumer = worker_clients.consumer_for(consumer_conf)
+        if self.spec.flow.exactly_once:
+            results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
+            return BinReport(results, time.monotonic() - began)
+        producer_conf = producer_settings(self.spec.target)
         producer, tracker = worker_clients.producer_for(producer_conf)
         try:
             results = copy_bin(consumer, producer, tracker, ranges, ctx)
@@ -72,13 +82,53 @@ class MirrorSink(DataSourceStreamWriter):
             raise
         return BinReport(results, time.monotonic() - began)
 
+    def _copy_exactly_once(
+        self,
+        consumer: Any,
+        consumer_conf: dict[str, str],
+        ranges: list[CopyRange],
+        ctx: CopyContext,
+    ) -> list[PartitionResult]:
+        from ferry.engine import worker_clients
+
+        progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
+        progress = worker_clients.consumer_for(progress_conf)
+        settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
+
+        def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+            return worker_clients.transactional_producer(
+                settings.for_partition(topic, partition), fresh
+            )
+
+        policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
+        try:
+            return copy_bin_exactly_once(
+                consumer,
+                progress,
+                producer_for,
+                worker_clients.transactional_tracker,
+                ranges,
+                ctx,
+                policy.offset_runs_topic(self.spec.flow.source),
+            )
+        except BaseException as exc:
+            # Any of the bin's producers may be fenced or in a fatal state: start afresh.
+            worker_clients.evict(consumer_conf, {})
+            worker_clients.evict_transactional(
+                [settings.for_partition(r.topic, r.partition) for r in ranges]
+            )
+            if isinstance(exc, FerryError):
+                raise RuntimeError(error_to_text(exc)) from None
+            raise
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]
         results = [r for report in reports for r in report.results]
-        try:
-            self._write_runs(results)
-        except FerryError as exc:
-            raise RuntimeError(error_to_text(exc)) from None
+        if not self.spec.flow.exactly_once:  # exactly-once wrote them in each transaction
+            try:
+                self._write_runs(results)
+            except FerryError as exc:
+                raise RuntimeError(error_to_text(exc)) from None
         FlowState(self.spec.state_dir).add_batch(
             batchId,
             [

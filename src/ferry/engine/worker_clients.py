@@ -6,17 +6,27 @@ as long as the worker: the first task of a worker pays for connecting, later one
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import OrderedDict
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from ferry.engine.copier import DeliveryTracker
+from ferry.kafka_logging import quiet
 
-__all__ = ["consumer_for", "evict", "producer_for"]
+__all__ = ["consumer_for", "evict", "evict_transactional", "producer_for", "transactional_producer"]
 
 _consumers: dict[str, Any] = {}
 _producers: dict[str, tuple[Any, DeliveryTracker]] = {}
+# Exactly-once: a started producer per transactional id (source partition), least recently
+# used first. All share one tracker: a worker runs one task at a time, and each producer
+# writes partitions no other one does.
+_transactional: OrderedDict[str, Any] = OrderedDict()
+transactional_tracker = DeliveryTracker()
+MAX_TRANSACTIONAL_PRODUCERS = 64
+INIT_TIMEOUT_SECONDS = 60.0
 
 
 def _key(settings: dict[str, str]) -> str:
@@ -48,3 +58,43 @@ def evict(consumer_settings: dict[str, str], producer_settings: dict[str, str]) 
     if entry is not None:
         entry[0].purge()
         entry[0].flush(0)
+
+
+def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any:
+    """The started transactional producer for `settings["transactional.id"]`.
+
+    Starting one (init_transactions) fences every other producer with the same id and aborts
+    the transaction it left open. `fresh` replaces the cached one (it failed or was fenced).
+    """
+    key = _key(settings)
+    if fresh:
+        _drop(_transactional.pop(key, None))
+    producer = _transactional.get(key)
+    if producer is None:
+        # quiet: a producer fenced by its successor logs fatal errors, expected here.
+        producer = Producer(quiet({**settings, "on_delivery": transactional_tracker.on_delivery}))
+        try:
+            producer.init_transactions(INIT_TIMEOUT_SECONDS)
+        except BaseException:
+            _drop(producer)
+            raise
+        _transactional[key] = producer
+        while len(_transactional) > MAX_TRANSACTIONAL_PRODUCERS:
+            _drop(_transactional.popitem(last=False)[1])
+    _transactional.move_to_end(key)
+    return producer
+
+
+def evict_transactional(settings: list[dict[str, str]]) -> None:
+    for s in settings:
+        _drop(_transactional.pop(_key(s), None))
+
+
+def _drop(producer: Any) -> None:
+    if producer is None:
+        return
+    # A fenced or failed producer raises its fatal error from every call, close() included.
+    with contextlib.suppress(KafkaException):
+        producer.purge()
+    with contextlib.suppress(KafkaException):
+        producer.close()

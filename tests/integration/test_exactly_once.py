@@ -1,0 +1,188 @@
+"""Exactly-once mode: each partition's copies, runs and progress commit in one transaction."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from ferry.config import load_config
+from ferry.engine.client_settings import consumer_settings, flow_group, producer_settings
+from ferry.engine.copier import CopyContext, CopyRange, DeliveryTracker, copy_ranges
+from ferry.engine.exactly_once import TransactionalSettings
+from ferry.local.broker import BrokerProcess
+from ferry.offsets.stores import RunsStore
+from ferry.policy import policy_for
+from ferry.provenance import Origin
+from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_offsets
+from tests.integration.replication_setup import origin_of, run_once, write_config
+
+PARTITIONS = 3
+PER_PARTITION = 4000
+
+
+def _eos_config(tmp_path: Path, clusters: dict[str, BrokerProcess], topic: str) -> Path:
+    return write_config(
+        tmp_path,
+        clusters,
+        topics=topic,
+        **{"exactly.once.source.support": "enabled", "ferry.batch.max.records": 3000},
+    )
+
+
+def _fill(bootstrap: str, topic: str) -> None:
+    create_topic(bootstrap, topic, PARTITIONS)
+    records = [
+        Rec(i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), (), RECENT_MS + i)
+        for i in range(PARTITIONS * PER_PARTITION)
+    ]
+    produce(bootstrap, topic, records)
+
+
+def _origins(bootstrap: str, topic: str, expected: int, **settings: str) -> dict[int, list[int]]:
+    """Origin offsets per partition of what a consumer reads (read_committed by default)."""
+    if settings:
+        return _origins_with(bootstrap, topic, expected, settings)
+    copied = read_offsets(bootstrap, topic, PARTITIONS, expected)
+    return {p: [Origin.from_bytes(origin_of(rec)).offset for _, rec in copied[p]] for p in copied}
+
+
+def _origins_with(
+    bootstrap: str, topic: str, expected: int, settings: dict[str, str]
+) -> dict[int, list[int]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.partition.eof": True,
+            **settings,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    out: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    ended: set[int] = set()
+    try:
+        while len(ended) < PARTITIONS:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error() is not None:
+                    ended.add(msg.partition())
+                    continue
+                origin = dict(msg.headers() or [])["ferry.origin"]
+                out[msg.partition()].append(Origin.from_bytes(origin).offset)
+    finally:
+        consumer.close()
+    assert sum(len(v) for v in out.values()) >= expected
+    return out
+
+
+def _committed_progress(bootstrap: str, topic: str, group: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        answer = consumer.committed(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15
+        )
+        return {tp.partition: tp.offset for tp in answer}
+    finally:
+        consumer.close()
+
+
+def test_exactly_once_copies_each_record_once_with_runs_and_progress(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    _fill(a, topic_name)
+    config = _eos_config(tmp_path, kafka_clusters, topic_name)
+
+    progress = run_once(config, spark)["A->B"]
+
+    assert progress.records == PARTITIONS * PER_PARTITION
+    remote = f"A.{topic_name}"
+    origins = _origins(b, remote, PARTITIONS * PER_PARTITION)
+    for p in range(PARTITIONS):
+        assert origins[p] == list(range(PER_PARTITION)), (
+            f"partition {p}: each record once, in order"
+        )
+    # The progress committed with the transactions: the next source offset of each partition.
+    group = flow_group(load_config(config).enabled_flows[0])
+    assert _committed_progress(b, remote, group) == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+    # The runs committed with the same transactions map every record to its copy, across the
+    # offsets transaction markers take (failover's offset index).
+    flow = load_config(config).enabled_flows[0]
+    runs_topic = policy_for(flow.policy, "A").offset_runs_topic("A")
+    store = RunsStore(load_config(config).clusters["B"], runs_topic, "A").refresh()
+    copies = read_offsets(b, remote, PARTITIONS, PARTITIONS * PER_PARTITION)
+    for p in range(PARTITIONS):
+        index = store.index(topic_name, p)
+        for offset, rec in copies[p]:
+            origin = Origin.from_bytes(origin_of(rec)).offset
+            assert index.downstream(origin).offset == offset, f"partition {p} offset {origin}"
+    store.close()
+
+
+def test_a_replayed_batch_writes_nothing_twice_even_without_sparks_checkpoint(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    _fill(a, topic_name)
+    config = _eos_config(tmp_path, kafka_clusters, topic_name)
+    run_once(config, spark)
+    # Spark's checkpoint gone: every batch is planned again from the source's start, as a
+    # batch is replayed after a crash. The committed progress in B says it is all there.
+    shutil.rmtree(tmp_path / "state")
+    produce(a, topic_name, [Rec(p, b"k", b"late", (), RECENT_MS) for p in range(PARTITIONS)])
+
+    progress = run_once(config, spark)["A->B"]
+
+    assert progress.records == PARTITIONS, "only the records written since were copied"
+    origins = _origins(b, f"A.{topic_name}", PARTITIONS * (PER_PARTITION + 1))
+    for p in range(PARTITIONS):
+        assert origins[p] == list(range(PER_PARTITION + 1)), f"partition {p}: no duplicate"
+
+
+def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    """A zombie copy task (as left by a crashed ferry) wrote copies in a transaction it never
+    committed; the next ferry run fences it, its copies stay invisible to read_committed."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    _fill(a, topic_name)
+    config = _eos_config(tmp_path, kafka_clusters, topic_name)
+    remote = f"A.{topic_name}"
+    create_topic(b, remote, PARTITIONS)
+    cfg = load_config(config)
+    flow = cfg.enabled_flows[0]
+    ctx = CopyContext("A", a, _cluster_id(a), "B", b, _cluster_id(b))
+    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
+    tracker = DeliveryTracker()
+    zombie = Producer({**settings.for_partition(topic_name, 0), "on_delivery": tracker.on_delivery})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    source = Consumer(consumer_settings(cfg.clusters["A"], flow))
+    try:
+        work = [CopyRange(topic_name, 0, 0, PER_PARTITION, remote, 1048588)]
+        copy_ranges(source, {(topic_name, 0): zombie}, tracker, work, ctx)
+    finally:
+        source.close()
+
+    run_once(config, spark)
+
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)  # fenced: the run started a newer producer of this id
+    expected = PARTITIONS * PER_PARTITION
+    committed = _origins(b, remote, expected)
+    for p in range(PARTITIONS):
+        assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
+    everything = _origins(b, remote, expected, **{"isolation.level": "read_uncommitted"})
+    assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
+
+
+def _cluster_id(bootstrap: str) -> str:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-cluster-id"})
+    try:
+        return str(consumer.list_topics(timeout=10).cluster_id)
+    finally:
+        consumer.close()
