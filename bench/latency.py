@@ -1,0 +1,147 @@
+"""Replication latency at a fixed rate: target append time minus source timestamp, per record.
+
+A producer writes `rate` records per second into a fresh source topic, each record's timestamp
+(CreateTime, set explicitly) also written into the first 8 bytes of its value (big-endian
+milliseconds since the epoch). The replicator's target topic is created beforehand with
+`message.timestamp.type=LogAppendTime`, so the target broker stamps every copy with the time
+it appended it. Both replicators leave that setting alone (it is in the default
+`config.properties.exclude` of MM2 and of ferry) and the target topic is created the same way
+for both. After the run the whole target topic is read back: latency = the copy's timestamp
+(target append time) minus the source timestamp carried in its value. The source, target and
+benchmark share one machine and so one clock.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+
+WARM_UP_KEY = b"w"
+TIMED_KEY = b"t"
+_STAMP = struct.Struct(">q")
+
+
+def stamped_value(template: bytes, timestamp_ms: int) -> bytes:
+    return _STAMP.pack(timestamp_ms) + template[_STAMP.size :]
+
+
+def stamp_of(value: bytes) -> int:
+    return int(_STAMP.unpack_from(value)[0])
+
+
+class PacedProducer:
+    """Produces stamped records at a fixed rate (in 10 ms steps), acks=all, idempotent."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, values: list[bytes]) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.values = values
+        self.failures: list[KafkaError] = []
+        self.produced = 0
+        self.bytes = 0
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "compression.type": "lz4",
+                "on_delivery": self._on_delivery,
+            }
+        )
+
+    def _on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            self.failures.append(err)
+
+    def _one(self, prefix: bytes, index: int) -> None:
+        now = int(time.time() * 1000)
+        key = prefix + str(index).encode()
+        value = stamped_value(self.values[self.produced % len(self.values)], now)
+        self.producer.produce(
+            self.topic, value, key, partition=self.produced % self.partitions, timestamp=now
+        )
+        self.produced += 1
+        self.bytes += len(key) + len(value)
+
+    def burst(self, prefix: bytes, count: int) -> None:
+        for index in range(count):
+            self._one(prefix, index)
+        self.flush()
+
+    def paced(self, prefix: bytes, rate: float, seconds: float) -> int:
+        """`rate` records per second for `seconds`; returns how many were produced."""
+        began = time.monotonic()
+        sent = 0
+        total = int(rate * seconds)
+        while sent < total:
+            due = min(total, int((time.monotonic() - began) * rate) + 1)
+            while sent < due:
+                self._one(prefix, sent)
+                sent += 1
+            self.producer.poll(0)
+            time.sleep(0.01)
+        self.flush()
+        return sent
+
+    def flush(self) -> None:
+        if self.producer.flush(60) > 0 or self.failures:
+            raise RuntimeError(f"producing to {self.topic} failed: {self.failures[:1]}")
+
+
+def read_latencies(
+    bootstrap: str, topic: str, expected: int, timeout: float = 120.0
+) -> list[float]:
+    """Latency in ms of every timed record in `topic` (a LogAppendTime target topic)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-latency-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+        partitions = sorted(metadata.partitions)
+        ends = {}
+        for p in partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
+        open_partitions = {p for p in partitions if ends[p] > 0}
+        latencies: list[float] = []
+        deadline = time.monotonic() + timeout
+        while open_partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} back took over {timeout:.0f}s")
+            for m in consumer.consume(num_messages=10_000, timeout=1.0):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        open_partitions.discard(m.partition())
+                        continue
+                    raise RuntimeError(f"reading {topic}: {err}")
+                if m.offset() + 1 >= ends[m.partition()]:
+                    open_partitions.discard(m.partition())
+                kind, timestamp = m.timestamp()
+                if kind != TIMESTAMP_LOG_APPEND_TIME:
+                    raise RuntimeError(f"{topic} is not LogAppendTime (timestamp type {kind})")
+                key = m.key() or b""
+                if key.startswith(TIMED_KEY):
+                    latencies.append(float(timestamp - stamp_of(m.value())))
+        if len(latencies) < expected:
+            raise RuntimeError(f"{topic} holds {len(latencies)} timed records of {expected}")
+        return latencies
+    finally:
+        consumer.close()

@@ -1,0 +1,51 @@
+"""Pure helpers of the benchmark: percentiles, medians, rates (no I/O, unit-tested)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+MB = 1e6  # bytes: rates are MB/s of key + value bytes
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of already sorted values: the smallest value with at least
+    `fraction` of all values at or below it. `fraction` in (0, 1]."""
+    if not sorted_values:
+        raise ValueError("no values")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction {fraction} is not in (0, 1]")
+    rank = math.ceil(fraction * len(sorted_values))
+    return float(sorted_values[max(1, rank) - 1])
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """Median of the values that are not None; None when there are none."""
+    present = [float(v) for v in values if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def rate(amount: float, seconds: float) -> float:
+    return amount / seconds if seconds > 0 else 0.0
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def latency_summary(latencies_ms: Iterable[float]) -> dict[str, float | int]:
+    """p50, p90, p99, p99.9 and max of latencies in milliseconds, and how many there were."""
+    ordered = sorted(latencies_ms)
+    if not ordered:
+        raise ValueError("no latencies")
+    return {
+        "count": len(ordered),
+        "p50_ms": percentile(ordered, 0.50),
+        "p90_ms": percentile(ordered, 0.90),
+        "p99_ms": percentile(ordered, 0.99),
+        "p999_ms": percentile(ordered, 0.999),
+        "max_ms": ordered[-1],
+    }
