@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration lint demo bench clean
+.PHONY: setup test unit integration lint demo bench chaos clean
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -42,6 +42,12 @@ demo: setup
 # writes bench/results/engine-once.{json,md}. Not part of `make test`.
 bench: setup
 	$(BIN)/python bench/engine_once.py
+
+# Fault test (issue 6): steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker
+# SIGKILLed once, in exactly-once then at-least-once mode; writes bench/results/chaos.{json,md}.
+# Not part of `make test` (its short version is).
+chaos: setup
+	$(BIN)/python -m tests.chaos.run
 
 clean:
 	rm -rf $(VENV) .ferry-local .ferry-demo .pytest_cache .mypy_cache .ruff_cache

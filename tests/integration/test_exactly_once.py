@@ -14,6 +14,7 @@ from ferry.config import load_config
 from ferry.engine.client_settings import consumer_settings, flow_group, producer_settings
 from ferry.engine.copier import CopyContext, CopyRange, DeliveryTracker, copy_ranges
 from ferry.engine.exactly_once import TransactionalSettings
+from ferry.kafka_logging import quiet
 from ferry.local.broker import BrokerProcess
 from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
@@ -158,7 +159,9 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
     ctx = CopyContext("A", a, _cluster_id(a), "B", b, _cluster_id(b))
     settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
     tracker = DeliveryTracker()
-    zombie = Producer({**settings.for_partition(topic_name, 0), "on_delivery": tracker.on_delivery})
+    zombie = Producer(
+        quiet({**settings.for_partition(topic_name, 0), "on_delivery": tracker.on_delivery})
+    )
     zombie.init_transactions(30)
     zombie.begin_transaction()
     source = Consumer(consumer_settings(cfg.clusters["A"], flow))

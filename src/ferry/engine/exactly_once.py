@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any
 
@@ -110,39 +111,56 @@ def copy_bin_exactly_once(
     try:
         # Started (fencing everyone else) before the progress is read; read before any
         # transaction begins, since a stable read waits for pending offsets, ours included.
-        producers = {
-            (r.topic, r.partition): producer_for(r.topic, r.partition, False) for r in work
-        }
+        # Each step runs for all partitions at once: their round trips overlap.
+        started = _each(work, lambda r: producer_for(r.topic, r.partition, False))
         committed = _committed(progress, work, ctx)
+        begun = _each(
+            list(zip(work, started, strict=True)),
+            lambda pair: _begin(producer_for, pair[1], pair[0], progress, ctx),
+        )
+        producers: dict[TP, Any] = {}
         todo: list[CopyRange] = []
         results: list[PartitionResult] = []
-        for r in work:
+        for r, (producer, progress_now) in zip(work, begun, strict=True):
             tp = (r.topic, r.partition)
-            producers[tp], progress_now = _begin(producer_for, producers[tp], r, progress, ctx)
-            if progress_now is not None:  # a fresh producer was started: read it again
+            producers[tp] = open_txns[tp] = producer
+            if progress_now is not None:  # a fresh producer was started: read after it
                 committed[(r.remote_topic, r.partition)] = progress_now
-            open_txns[tp] = producers[tp]
             start = resume_at(r.start, committed.get((r.remote_topic, r.partition)))
             if start >= r.end:
                 # Already in the target (a replayed batch): nothing to write, nothing to commit.
-                producers[tp].abort_transaction(COMMIT_TIMEOUT_SECONDS)
+                producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
                 del open_txns[tp]
                 results.append(PartitionResult(r.topic, r.partition, r.start, r.end))
             else:
                 todo.append(replace(r, start=start))
         copied = copy_ranges(consumer, {tp: producers[tp] for tp in open_txns}, tracker, todo, ctx)
-        for r, result in zip(todo, copied, strict=True):
-            tp = (r.topic, r.partition)
-            _write_runs(producers[tp], runs_topic, ctx, result)
-            _commit(producers[tp], r, ctx)
-            del open_txns[tp]
+
+        def finish(pair: tuple[CopyRange, PartitionResult]) -> PartitionResult:
+            r, result = pair
+            producer = producers[(r.topic, r.partition)]
+            failures = _write_runs(producer, runs_topic, ctx, result)
+            _commit(producer, r, ctx, failures)
             result.start = r.start
-            results.append(result)
-        return results
+            return result
+
+        done = _each(list(zip(todo, copied, strict=True)), finish)
+        open_txns.clear()
+        return results + done
     except BaseException:
-        for producer in open_txns.values():
-            _abort_quietly(producer)
+        _each(list(open_txns.values()), _abort_quietly)
         raise
+
+
+def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
+    """`action` on every item at once (threads: librdkafka calls release the GIL); the
+    results in order, or the first failure once all have finished."""
+    if len(items) <= 1:
+        return [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), 16)) as pool:
+        futures = [pool.submit(action, item) for item in items]
+        wait(futures)
+    return [f.result() for f in futures]
 
 
 def _begin(
@@ -192,29 +210,22 @@ def _committed(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[T
     return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None}
 
 
-def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionResult) -> None:
+def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionResult) -> list[str]:
+    """Adds the partition's runs to its transaction (the commit flushes them); returns a list
+    that delivery failures are appended to, for the commit's error."""
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
-            failures.append(f"{err.name()}: {err.str()}")
+            failures.append(f"offset run to {topic}: {err.name()}: {err.str()}")
 
     for run in result.runs:
         record = OffsetSyncRecord(ctx.source_alias, result.topic, result.partition, run)
         producer.produce(topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery)
-    while producer.flush(1.0) > 0:
-        pass
-    if failures:
-        raise ReplicationError(
-            f"could not write {len(failures)} offset run(s): {failures[0]}.",
-            cluster=ctx.target_alias,
-            topic=topic,
-            partition=0,
-            fix="check that ferry may write to this topic; rerun to retry the batch",
-        )
+    return failures
 
 
-def _commit(producer: Any, r: CopyRange, ctx: CopyContext) -> None:
+def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) -> None:
     deadline = time.monotonic() + COMMIT_TIMEOUT_SECONDS
     while True:
         try:
@@ -224,7 +235,10 @@ def _commit(producer: Any, r: CopyRange, ctx: CopyContext) -> None:
             error = kafka_error_of(exc)
             if error is not None and error.retriable() and time.monotonic() < deadline:
                 continue
-            raise _retry_later(exc, r, ctx, "the transaction did not commit") from None
+            what = "the transaction did not commit"
+            if failures:
+                what += f" ({failures[0]})"
+            raise _retry_later(exc, r, ctx, what) from None
 
 
 def _abort_quietly(producer: Any) -> None:

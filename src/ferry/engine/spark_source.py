@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
-from ferry.engine.plan import TP, PartitionRange, admit, pack_bins, range_start
+from ferry.engine.plan import TP, PartitionRange, admit, bin_count, pack_bins, range_start
 from ferry.engine.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
 
@@ -192,7 +192,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if (begin := range_start(start.get((t, p)), e)) is not None
         ]
         record_bytes = self.state.record_bytes()
-        bins = self.flow.bins or self.spec.bins
+        # ferry.bins = 0: one bin per core, fewer for a small batch (see plan.bin_count).
+        bins = self.flow.bins or bin_count(ranges, self.spec.bins, record_bytes=record_bytes)
         packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=self._previous_bins)
         partitions: list[BinPartition] = []
         for index, bin_ranges in enumerate(packed):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -24,6 +25,7 @@ _producers: dict[str, tuple[Any, DeliveryTracker]] = {}
 # used first. All share one tracker: a worker runs one task at a time, and each producer
 # writes partitions no other one does.
 _transactional: OrderedDict[str, Any] = OrderedDict()
+_transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
 transactional_tracker = DeliveryTracker()
 MAX_TRANSACTIONAL_PRODUCERS = 64
 INIT_TIMEOUT_SECONDS = 60.0
@@ -67,9 +69,10 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
     the transaction it left open. `fresh` replaces the cached one (it failed or was fenced).
     """
     key = _key(settings)
-    if fresh:
-        _drop(_transactional.pop(key, None))
-    producer = _transactional.get(key)
+    with _transactional_lock:
+        stale = _transactional.pop(key, None) if fresh else None
+        producer = _transactional.get(key)
+    _drop(stale)
     if producer is None:
         # quiet: a producer fenced by its successor logs fatal errors, expected here.
         producer = Producer(quiet({**settings, "on_delivery": transactional_tracker.on_delivery}))
@@ -78,16 +81,25 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
         except BaseException:
             _drop(producer)
             raise
-        _transactional[key] = producer
-        while len(_transactional) > MAX_TRANSACTIONAL_PRODUCERS:
-            _drop(_transactional.popitem(last=False)[1])
-    _transactional.move_to_end(key)
+        with _transactional_lock:
+            _transactional[key] = producer
+            evicted = [
+                _transactional.popitem(last=False)[1]
+                for _ in range(len(_transactional) - MAX_TRANSACTIONAL_PRODUCERS)
+            ]
+        for old in evicted:
+            _drop(old)
+    with _transactional_lock:
+        if key in _transactional:
+            _transactional.move_to_end(key)
     return producer
 
 
 def evict_transactional(settings: list[dict[str, str]]) -> None:
-    for s in settings:
-        _drop(_transactional.pop(_key(s), None))
+    with _transactional_lock:
+        dropped = [_transactional.pop(_key(s), None) for s in settings]
+    for producer in dropped:
+        _drop(producer)
 
 
 def _drop(producer: Any) -> None:

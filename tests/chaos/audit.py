@@ -1,0 +1,82 @@
+"""What the target holds against what the source holds: lost, duplicated, reordered records.
+
+Pure: it compares two maps of partition -> records in log order, so it is tested on its own
+(tests/unit/test_chaos_audit.py). A source record is identified by its offset; a copy names it
+by its origin offset (the `ferry.origin` header) and carries a digest of its key and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Audit", "PartitionAudit", "audit"]
+
+Record = tuple[int, int]  # (offset in the source, digest of key and value)
+
+
+@dataclass(frozen=True)
+class PartitionAudit:
+    partition: int
+    source: int  # records the source holds
+    copies: int  # copies the target holds
+    lost: int  # source records with no copy
+    duplicated: int  # copies beyond the first of a source record
+    reordered: int  # first copies that come after a copy of a later source record
+    mismatched: int  # copies whose key or value differ from the source record they name
+    foreign: int  # copies naming an offset the source does not hold
+    first_lost: int | None = None
+
+
+@dataclass(frozen=True)
+class Audit:
+    partitions: list[PartitionAudit] = field(default_factory=list)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(p, name)) for p in self.partitions)
+
+    @property
+    def exact(self) -> bool:
+        """Every source record copied once, in order, unchanged, and nothing else."""
+        return all(
+            self.total(name) == 0
+            for name in ("lost", "duplicated", "reordered", "mismatched", "foreign")
+        )
+
+
+def audit(source: Mapping[int, Sequence[Record]], target: Mapping[int, Sequence[Record]]) -> Audit:
+    partitions = []
+    for partition in sorted(set(source) | set(target)):
+        held = dict(source.get(partition, ()))
+        copies = target.get(partition, ())
+        seen: set[int] = set()
+        duplicated = reordered = mismatched = foreign = 0
+        highest = -1
+        for origin, digest in copies:
+            if origin not in held:
+                foreign += 1
+                continue
+            if held[origin] != digest:
+                mismatched += 1
+            if origin in seen:
+                duplicated += 1
+                continue
+            seen.add(origin)
+            if origin < highest:
+                reordered += 1
+            highest = max(highest, origin)
+        missing = sorted(set(held) - seen)
+        partitions.append(
+            PartitionAudit(
+                partition,
+                source=len(held),
+                copies=len(copies),
+                lost=len(missing),
+                duplicated=duplicated,
+                reordered=reordered,
+                mismatched=mismatched,
+                foreign=foreign,
+                first_lost=missing[0] if missing else None,
+            )
+        )
+    return Audit(partitions)

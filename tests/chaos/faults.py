@@ -1,0 +1,86 @@
+"""The faults: `ferry run` killed or stopped and restarted, brokers killed and restarted."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ferry.local.broker import BrokerProcess, restart_broker
+
+__all__ = ["FAULTS", "FerryProcess", "restart_after_kill"]
+
+FAULTS = ("sigkill-ferry", "sigterm-ferry", "kill-target-broker", "kill-source-broker")
+
+
+class FerryProcess:
+    """`ferry run -c CONFIG` in its own process group; each incarnation logs to its own file."""
+
+    def __init__(self, config: Path, logs: Path) -> None:
+        self.config = config
+        self.logs = logs
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.exit_codes: list[int] = []
+
+    def start(self) -> None:
+        self.starts += 1
+        log = self.logs / f"ferry-run-{self.starts}.log"
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "ferry", "run", "-c", str(self.config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def sigkill(self) -> None:
+        """SIGKILL to the `ferry run` process, as a crash; its JVM and Python workers notice
+        their parent is gone and exit (they are killed after 30 s if they do not)."""
+        process = self._running()
+        process.kill()
+        self.exit_codes.append(process.wait(30))
+        self._wait_group_gone(process.pid, 30)
+
+    def sigterm(self, timeout: float = 240) -> int:
+        """SIGTERM: ferry finishes the running batch and exits; returns its exit code."""
+        process = self._running()
+        process.terminate()
+        code = process.wait(timeout)
+        self.exit_codes.append(code)
+        self._wait_group_gone(process.pid, 30)
+        return code
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self.process is None or self.process.poll() is not None:
+            log = self.logs / f"ferry-run-{self.starts}.log"
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise RuntimeError(f"ferry run is not running; its log ends with:\n{tail}")
+        return self.process
+
+    @staticmethod
+    def _wait_group_gone(pgid: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def restart_after_kill(broker: BrokerProcess) -> None:
+    """SIGKILL the broker, then start it again on the same ports and data."""
+    broker.kill()
+    restart_broker(broker, timeout=120)
