@@ -84,6 +84,12 @@ def parse_args() -> argparse.Namespace:
     add("--latency-rate", type=float, default=_env_float("BENCH_LATENCY_RATE", 5000))
     add("--latency-seconds", type=float, default=_env_float("BENCH_LATENCY_SECONDS", 60))
     add(
+        "--latency-warmup",
+        type=float,
+        default=_env_float("BENCH_LATENCY_WARMUP", 15),
+        help="seconds of the same traffic before the timed part (not timed)",
+    )
+    add(
         "--latency-repeat",
         type=int,
         default=_env_int("BENCH_LATENCY_REPEAT", 1),
@@ -406,8 +412,16 @@ def measure_latency(
         ready = time.monotonic() - proc.began
         note(
             f"latency {index}: {replicator.name} ready after {ready:.1f} s; "
-            f"{args.latency_rate:,.0f} records/s for {args.latency_seconds:.0f} s"
+            f"{args.latency_rate:,.0f} records/s for {args.latency_warmup:.0f} s (warm-up) "
+            f"+ {args.latency_seconds:.0f} s (timed)"
         )
+        # The first batches or polls after start-up are slow (JIT, workers starting): the same
+        # traffic for a while first, not timed, for both replicators alike.
+        sampler_stop = _sample_in_background(proc)
+        try:
+            warm += producer.paced(WARM_UP_KEY, args.latency_rate, args.latency_warmup)
+        finally:
+            sampler_stop()
         proc.sample(force=True)
         cpu_before = proc.cpu_seconds
         began = time.monotonic()
@@ -543,6 +557,7 @@ def report(
         "latency_runs": args.latency_repeat,
         "latency_rate": args.latency_rate,
         "latency_seconds": args.latency_seconds,
+        "latency_warmup_seconds": args.latency_warmup,
         "ferry_settings": args.set,
         # Headline figures: medians over the runs.
         "limit_mb_s": limit["mb_per_second"],
@@ -810,8 +825,20 @@ def run_all(
     return limits, copies, latencies
 
 
+def compile_ferry() -> None:
+    """Byte-compile ferry's modules, as installing a wheel does. With an editable install and
+    PYTHONDONTWRITEBYTECODE set (as on the machine these figures come from), every Spark
+    Python worker would otherwise compile ferry from source again."""
+    import compileall
+
+    import ferry
+
+    compileall.compile_dir(Path(ferry.__file__).parent, quiet=1)
+
+
 def main() -> int:
     args = parse_args()
+    compile_ferry()
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     local = args.bootstrap_a is None
     try:

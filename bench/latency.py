@@ -84,10 +84,11 @@ class PacedProducer:
         began = time.monotonic()
         sent = 0
         total = int(rate * seconds)
+        first = self.produced  # keys stay unique across calls with the same prefix
         while sent < total:
             due = min(total, int((time.monotonic() - began) * rate) + 1)
             while sent < due:
-                self._one(prefix, sent)
+                self._one(prefix, first + sent)
                 sent += 1
             self.producer.poll(0)
             time.sleep(0.01)

@@ -76,6 +76,13 @@ def spark_session(config: FerryConfig) -> Any:
     if local_ip:
         settings.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
     settings.update(config.spark)
+    if settings["spark.master"].startswith("local"):
+        # Every Python process of a local Spark loads pyspark compiled, not from its zip.
+        from ferry.engine.python_workers import default_cache_dir, worker_python
+
+        wrapper = worker_python(os.environ["PYSPARK_PYTHON"], default_cache_dir())
+        if wrapper is not None:
+            os.environ["PYSPARK_PYTHON"] = wrapper
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
