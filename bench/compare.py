@@ -50,6 +50,7 @@ from bench.harness import (
     MeasuredProcess,
     TopicCounter,
     cleanup_topics,
+    compile_ferry,
     create_topic,
     local_clusters,
     make_values,
@@ -823,17 +824,6 @@ def run_all(
     finally:
         counter.close()
     return limits, copies, latencies
-
-
-def compile_ferry() -> None:
-    """Byte-compile ferry's modules, as installing a wheel does. With an editable install and
-    PYTHONDONTWRITEBYTECODE set (as on the machine these figures come from), every Spark
-    Python worker would otherwise compile ferry from source again."""
-    import compileall
-
-    import ferry
-
-    compileall.compile_dir(Path(ferry.__file__).parent, quiet=1)
 
 
 def main() -> int:

@@ -12,16 +12,19 @@ ferry's `seconds`. From ferry's state directory it also reports the micro-batche
 
 Each run copies a fresh source topic `bench-<uuid>` (N partitions, R records of V random bytes,
 keys `k<i>`, spread round-robin over the partitions) into a target topic that does not exist
-yet, with a fresh state directory, so every run does the same work from nothing: no run
-benefits from an earlier run's checkpoint, target topic or cached clients. The flow's `topics`
-is that one topic name, so topics left by other runs or other users are never copied. Before
-the next run both topics are deleted. Preloading is not timed.
+yet (`A.ferry.bench-<uuid>`, see bench.replicators), with a fresh state directory, so every
+run does the same work from nothing: no run benefits from an earlier run's checkpoint, target
+topic or cached clients. The flow's `topics` is that one topic name, so topics left by other
+runs or other users are never copied. Before the next run both topics are deleted. Preloading
+is not timed.
 
 Values come from a pool of distinct random values generated once (at least 4 MiB in all) and
 reused in turn, so lz4 finds no repeats within its 64 KiB window: the data is incompressible,
 as it would be if records were already compressed or encrypted.
 
-Writes bench/results/engine-once.json and engine-once.md and prints the table.
+Writes bench/results/engine-once.json and engine-once.md and prints the table. Run from the
+repository root: `python -m bench.engine_once [--records N] [--repeat R]`. `make bench`
+(`bench.compare`) measures the same next to MirrorMaker 2 and the brokers' limit.
 """
 
 from __future__ import annotations
@@ -32,27 +35,28 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from bench.harness import (
+    MeasuredProcess,
+    TopicCounter,
+    cleanup_topics,
+    compile_ferry,
+    create_topic,
+    local_clusters,
+    make_values,
+    preload,
+    warm_up,
+)
+from bench.replicators import Ferry
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-VALUE_POOL_BYTES = 4 * 1024 * 1024
-SAMPLE_INTERVAL = 0.25
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -75,14 +79,6 @@ class RunResult:
     retries: int
     batches: int | None
     task_seconds: float | None
-
-
-@dataclass
-class TreeUsage:
-    cpu_seconds: float
-    peak_rss_bytes: int
-    processes: int
-    load_before: float  # the machine's 1-minute load average at the start: others' work too
 
 
 def parse_args() -> argparse.Namespace:
@@ -111,255 +107,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-# --- clusters and topics ----------------------------------------------------------------------
-
-
-def ferry_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ferry", *args]
-
-
-def ferry_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return env
-
-
-@contextmanager
-def local_clusters(directory: Path) -> Iterator[tuple[str, str]]:
-    """Two fresh single-broker clusters, always stopped again (even if `up` half failed)."""
-    try:
-        up = subprocess.run(
-            ferry_command("local", "up", "--clusters", "A,B", "--dir", str(directory), "--json"),
-            capture_output=True,
-            text=True,
-            check=False,
-            env=ferry_env(),
-        )
-        if up.returncode != 0:
-            raise RuntimeError(f"ferry local up failed:\n{up.stderr[-3000:]}")
-        bootstraps = json.loads(up.stdout)
-        yield bootstraps["A"], bootstraps["B"]
-    finally:
-        subprocess.run(
-            ferry_command("local", "down", "--dir", str(directory)),
-            capture_output=True,
-            check=False,
-            env=ferry_env(),
-        )
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
-    admin.create_topics([new])[topic].result(30)
-
-
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics(topics, operation_timeout=30).values():
-        future.result(60)
-
-
-def make_values(value_bytes: int) -> list[bytes]:
-    count = max(1, -(-VALUE_POOL_BYTES // max(1, value_bytes)))
-    return [os.urandom(value_bytes) for _ in range(count)]
-
-
-def preload(bootstrap: str, topic: str, partitions: int, records: int, values: list[bytes]) -> int:
-    """Produce `records` records and wait for every ack; returns the key + value bytes."""
-    failures: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err)
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "compression.type": "lz4",
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "on_delivery": on_delivery,
-        }
-    )
-    produce = producer.produce
-    pool = len(values)
-    total = 0
-    for i in range(records):
-        key = f"k{i}".encode()
-        value = values[i % pool]
-        while True:
-            try:
-                produce(topic, value, key, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        total += len(key) + len(value)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    if producer.flush(120) > 0 or failures:
-        raise RuntimeError(f"preloading {topic} failed: {failures[:1] or 'flush timed out'}")
-    return total
-
-
-def warm_up(bootstrap: str) -> None:
-    """Have a fresh cluster hand out its first producer id before anything is timed.
-
-    A new KRaft cluster answers the first InitProducerId with COORDINATOR_LOAD_IN_PROGRESS for
-    a while; without this the first measured run would pay for it and later ones would not.
-    """
-    topic = f"bench-warmup-{uuid.uuid4()}"
-    create_topic(bootstrap, topic, 1)
-    try:
-        preload(bootstrap, topic, 1, 1, [b"warm-up"])
-    finally:
-        cleanup_topics(bootstrap, [topic])
-
-
-def count_records(bootstrap: str, topic: str) -> int:
-    """Sum over partitions of high minus low watermark: what the topic holds now."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
-    try:
-        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
-        if metadata.error is not None:
-            raise RuntimeError(f"target topic {topic}: {metadata.error}")
-        total = 0
-        for partition in metadata.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 30)
-            total += high - low
-        return total
-    finally:
-        consumer.close()
-
-
-def write_config(
-    path: Path, bootstraps: tuple[str, str], topic: str, state: Path, extra: list[str]
-) -> None:
-    bootstrap_a, bootstrap_b = bootstraps
-    lines = [
-        f"{key.strip()}: {value.strip()}" for key, _, value in (s.partition("=") for s in extra)
-    ]
-    # Exactly one topic, not `bench-.*`: deleting a topic is asynchronous, so a pattern could
-    # pick up the previous run's topic (or another user's) and copy it too.
-    path.write_text(
-        "clusters:\n"
-        f'  A: {{bootstrap.servers: "{bootstrap_a}"}}\n'
-        f'  B: {{bootstrap.servers: "{bootstrap_b}"}}\n'
-        "A->B.enabled: true\n"
-        f"A->B.topics: {topic}\n"
-        "replication.factor: 1\n"
-        "offset-syncs.topic.replication.factor: 1\n"
-        f"ferry.state.dir: {state}\n" + "".join(f"{line}\n" for line in lines)
-    )
-
-
 # --- the measured process ---------------------------------------------------------------------
-
-
-def read_stat(pid: int) -> tuple[int, int, int, int] | None:
-    """(ppid, start time, utime + stime in ticks, rss in pages) of a live process, or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), int(fields[19]), int(fields[11]) + int(fields[12]), int(fields[21])
-
-
-def process_tree(root: int) -> dict[int, tuple[int, int, int]]:
-    """Every live descendant of `root` (and root): pid -> (start time, cpu ticks, rss pages)."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = read_stat(int(entry))
-            if stat is not None:
-                stats[int(entry)] = stat
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, *_rest) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    tree = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            tree[pid] = stats[pid][1:]
-            todo.extend(children.get(pid, []))
-    return tree
-
-
-class TreeSampler:
-    """Polls /proc for the CPU ticks and total RSS of a process tree."""
-
-    def __init__(self, root: int) -> None:
-        self.root = root
-        self.ticks: dict[tuple[int, int], int] = {}
-        self.peak_rss_bytes = 0
-
-    def sample(self) -> None:
-        tree = process_tree(self.root)
-        for pid, (start, cpu, _rss) in tree.items():
-            self.ticks[(pid, start)] = cpu
-        rss = sum(pages for _start, _cpu, pages in tree.values()) * PAGE_SIZE
-        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-
-    @property
-    def cpu_seconds(self) -> float:
-        return sum(self.ticks.values()) / CLOCK_TICKS
-
-
-def run_measured(command: list[str], log: Path, timeout: float) -> tuple[int, float, TreeUsage]:
-    """Run `command` (stdout to `log`.out, stderr to `log`.err); exit code, wall time, usage.
-
-    CPU: the larger of what polling /proc saw (misses each process's last interval) and the
-    kernel's rusage of the reaped tree (misses processes orphaned before they exit), so it is
-    a slight underestimate at worst. Peak RSS: the largest sum over the tree at one sample;
-    pages that forked Python workers share with their daemon count once per process, so it
-    overstates what the tree really holds.
-    """
-    load_before = os.getloadavg()[0]
-    with log.with_suffix(".out").open("wb") as out, log.with_suffix(".err").open("wb") as err:
-        began = time.monotonic()
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=err, env=ferry_env(), start_new_session=True
-        )
-        sampler = TreeSampler(proc.pid)
-        try:
-            status, rusage = wait_sampling(proc.pid, sampler, timeout)
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: ferry, its JVM and workers
-            os.wait4(proc.pid, 0)
-            raise
-        wall = time.monotonic() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    reaped = rusage.ru_utime + rusage.ru_stime
-    usage = TreeUsage(
-        max(sampler.cpu_seconds, reaped), sampler.peak_rss_bytes, len(sampler.ticks), load_before
-    )
-    return proc.returncode, wall, usage
-
-
-def wait_sampling(pid: int, sampler: TreeSampler, timeout: float) -> tuple[int, Any]:
-    """Wait for `pid` to exit, sampling its tree meanwhile; its wait status and rusage."""
-    deadline = time.monotonic() + timeout
-    next_sample = 0.0
-    while True:
-        done, status, rusage = os.wait4(pid, os.WNOHANG)
-        if done:
-            return status, rusage
-        now = time.monotonic()
-        if now > deadline:
-            raise TimeoutError(f"ferry run still running after {timeout:.0f}s; stopped it")
-        if now >= next_sample:
-            sampler.sample()
-            next_sample = now + SAMPLE_INTERVAL
-        time.sleep(0.02)
 
 
 def flow_stats(state: Path) -> dict[str, Any]:
@@ -389,32 +137,31 @@ def one_run(
 ) -> RunResult:
     bootstrap_a, bootstrap_b = bootstraps
     topic = f"bench-{uuid.uuid4()}"
-    target = f"A.{topic}"
+    ferry = Ferry(bootstraps, args.set)
     create_topic(bootstrap_a, topic, args.partitions)
     try:
         payload = preload(bootstrap_a, topic, args.partitions, args.records, values)
         run_dir = work / f"run-{index}"
-        run_dir.mkdir()
-        config = run_dir / "ferry.yaml"
-        write_config(config, bootstraps, topic, run_dir / "state", args.set)
-        command = ferry_command("run", "-c", str(config), "--once", "--json")
-        code, wall, usage = run_measured(command, run_dir / "ferry", args.timeout)
+        proc = ferry.start(run_dir, topic, once=True)
+        try:
+            code = proc.wait(args.timeout)
+        except BaseException:
+            proc.kill()
+            raise
+        assert proc.ended is not None
+        wall = proc.ended - proc.began
         if code != 0:
-            tail = (run_dir / "ferry.err").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"ferry run exited {code} after {wall:.1f}s:\n{tail}")
+            raise RuntimeError(f"ferry run exited {code} after {wall:.1f}s:\n{proc.stderr_tail()}")
         summary = json.loads((run_dir / "ferry.out").read_text())["A->B"]
-        verified = count_records(bootstrap_b, target)
-        return result_of(args, payload, summary, verified, wall, usage, run_dir)
+        counter = TopicCounter(bootstrap_b)
+        try:
+            verified = counter.count(ferry.target(topic))
+        finally:
+            counter.close()
+        return result_of(args, payload, summary, verified, wall, proc, run_dir)
     finally:
         cleanup_topics(bootstrap_a, [topic])
-        cleanup_topics(bootstrap_b, [target])
-
-
-def cleanup_topics(bootstrap: str, topics: list[str]) -> None:
-    try:
-        delete_topics(bootstrap, topics)
-    except Exception as exc:  # a missing target topic is expected after a failed run
-        print(f"note: could not delete {topics} on {bootstrap}: {exc}", file=sys.stderr)
+        ferry.cleanup(topic)
 
 
 def result_of(
@@ -423,17 +170,18 @@ def result_of(
     summary: dict[str, Any],
     verified: int,
     wall: float,
-    usage: TreeUsage,
+    usage: MeasuredProcess,
     run_dir: Path,
 ) -> RunResult:
-    exact = verified == args.records == summary["records"]
+    # ferry's counts include the `heartbeats` topic, which every flow copies too.
+    exact = verified == args.records <= summary["records"]
     if not exact:
         print(
             f"error: expected {args.records} records on the target; the target topic holds "
             f"{verified} and ferry reports {summary['records']} copied",
             file=sys.stderr,
         )
-    if summary["bytes"] != payload:
+    if summary["bytes"] < payload:
         print(f"note: ferry reports {summary['bytes']} bytes, preloaded {payload}", file=sys.stderr)
     copy_seconds = float(summary["seconds"]) or wall
     return RunResult(
@@ -448,8 +196,8 @@ def result_of(
         copy_records_per_second=round(args.records / copy_seconds, 1),
         copy_mb_per_second=round(payload / copy_seconds / 1e6, 2),
         cpu_seconds=round(usage.cpu_seconds, 2),
-        peak_rss_mb=round(usage.peak_rss_bytes / 1e6, 1),
-        processes=usage.processes,
+        peak_rss_mb=round(usage.sampler.peak_rss_bytes / 1e6, 1),
+        processes=usage.sampler.processes,
         load_before=round(usage.load_before, 2),
         exact=exact,
         retries=retries(run_dir / "ferry.err"),
@@ -587,6 +335,7 @@ def run_all(args: argparse.Namespace, bootstraps: tuple[str, str], work: Path) -
 
 def main() -> int:
     args = parse_args()
+    compile_ferry()
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     local = args.bootstrap_a is None
     try:

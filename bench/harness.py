@@ -29,6 +29,17 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
+def compile_ferry() -> None:
+    """Byte-compile ferry's modules, as installing a wheel does. With an editable install and
+    PYTHONDONTWRITEBYTECODE set (as on the machine these figures come from), every Spark
+    Python worker would otherwise compile ferry from source again."""
+    import compileall
+
+    import ferry
+
+    compileall.compile_dir(Path(ferry.__file__).parent, quiet=1)
+
+
 # --- clusters and topics ----------------------------------------------------------------------
 
 
