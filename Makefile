@@ -38,10 +38,21 @@ lint: setup
 demo: setup
 	$(BIN)/ferry demo
 
-# Throughput of `ferry run --once` (1,000,000 x 1 KiB records, 8 partitions, 3 runs);
-# writes bench/results/engine-once.{json,md}. Not part of `make test`.
+# ferry against MirrorMaker 2 and the brokers' own limit (Kafka's perf tools) on two local
+# clusters: 2,000,000 x 1 KiB records, 8 partitions, 3 throughput runs, then 60 s at 5,000
+# records/s for latency (BENCH_RECORDS, BENCH_REPEAT, BENCH_PARTITIONS, BENCH_VALUE_BYTES,
+# BENCH_LATENCY_RATE, BENCH_LATENCY_SECONDS, BENCH_LATENCY_REPEAT change that; or pass flags:
+# .venv/bin/python -m bench.compare --help). MM2 and the perf tools come from Maven Central
+# with the brokers (`make setup`). Writes bench/results/latest.{json,md}. Not part of `make test`.
 bench: setup
-	$(BIN)/python bench/engine_once.py
+	$(BIN)/python -m bench.compare
+
+# The same, small (100,000 records, one run, 20 s of latency), in a few minutes; the results go
+# to $TMPDIR/ferry-bench-quick, not bench/results.
+.PHONY: bench-quick
+bench-quick: setup
+	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
+	  $(BIN)/python -m bench.compare --out $${TMPDIR:-/tmp}/ferry-bench-quick
 
 # Fault test (issue 6): steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker
 # SIGKILLed once, in exactly-once then at-least-once mode; writes bench/results/chaos.{json,md}.
