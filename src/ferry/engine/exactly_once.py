@@ -55,7 +55,8 @@ TRANSACTION_TIMEOUT_MS = 60_000
 
 def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
     """Stable per flow and source partition: whoever copies the partition next fences the rest."""
-    return f"ferry-{source_alias}-to-{target_alias}-{topic}-{partition}"
+    # ':' cannot occur in a topic name, so no two partitions share an id.
+    return f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
 
 
 def resume_at(planned_start: int, committed: int | None) -> int:
@@ -258,7 +259,7 @@ def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str)
             topic=r.topic,
             partition=r.partition,
             fix=f"grant ferry's principal WRITE and DESCRIBE on transactional ids "
-            f"'ferry-{ctx.source_alias}-to-{ctx.target_alias}-' (prefixed) in {ctx.target_alias}",
+            f"'ferry:{ctx.source_alias}->{ctx.target_alias}:' (prefixed) in {ctx.target_alias}",
         )
     return KafkaUnavailableError(
         ctx.target_alias,
