@@ -108,6 +108,12 @@ def parse_args() -> argparse.Namespace:
     add("--name", default=os.environ.get("BENCH_NAME", "latest"), help="results file name")
     add("--keep-temp", action="store_true", help="keep configs and logs of every run")
     add(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="only write the markdown table of an existing results file next to it",
+    )
+    add(
         "--set",
         action="append",
         default=[],
@@ -668,8 +674,10 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['date']}; {machine['cpu_count']} CPUs; Kafka {r['kafka_version']} (brokers, "
         f"perf tools and MM2); pyspark {machine['pyspark']}; librdkafka {machine['librdkafka']}; "
         f"{machine['java']}. Two single-broker clusters and the copier on one machine. "
-        f"Throughput: medians of {r['runs']} runs; latency: {r['latency_runs']} run(s) per "
-        f"replicator at {r['latency_rate']:,.0f} records/s for {r['latency_seconds']:.0f} s.",
+        f"Throughput: medians of {r['runs']} runs (MM2 and ferry alternate who goes first); "
+        f"latency: {r['latency_runs']} run per replicator (BENCH_LATENCY_REPEAT for more) at "
+        f"{r['latency_rate']:,.0f} records/s, {r.get('latency_warmup_seconds', 0):.0f} s "
+        f"of warm-up then {r['latency_seconds']:.0f} s timed.",
         "",
         "| | MB/s | records/s | copy MB/s | CPU s | MB per CPU s | peak RSS MB | p50 ms | p99 ms |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -828,6 +836,11 @@ def run_all(
 
 def main() -> int:
     args = parse_args()
+    if args.render is not None:
+        table = markdown(json.loads(args.render.read_text()))
+        args.render.with_suffix(".md").write_text(table)
+        print(table)
+        return 0
     compile_ferry()
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     local = args.bootstrap_a is None
