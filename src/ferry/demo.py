@@ -164,11 +164,24 @@ class _Cluster:
             if p >= present:
                 out.append(0)
                 continue
-            low, high = self.consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=10, cached=False
-            )
+            low, high = self._watermarks(TopicPartition(topic, p))
             out.append(high - low)
         return out
+
+    def _watermarks(self, tp: Any) -> tuple[int, int]:
+        """Watermarks, waiting out a just-created partition whose leader is not elected yet."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        transient = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                low, high = self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                return int(low), int(high)
+            except KafkaException as exc:
+                if exc.args[0].code() not in transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def record(self, topic: str, partition: int, offset: int | None = None) -> Any:
         """The record at `offset` (default: the first retained one), or None."""
