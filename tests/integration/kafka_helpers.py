@@ -147,3 +147,11 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"within {timeout}s: {what}")
+
+
+def cluster_id(bootstrap: str) -> str:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-cluster-id"})
+    try:
+        return str(consumer.list_topics(timeout=10).cluster_id)
+    finally:
+        consumer.close()

@@ -19,7 +19,14 @@ from ferry.local.broker import BrokerProcess
 from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
 from ferry.provenance import Origin
-from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_offsets
+from tests.integration.kafka_helpers import (
+    RECENT_MS,
+    Rec,
+    cluster_id,
+    create_topic,
+    produce,
+    read_offsets,
+)
 from tests.integration.replication_setup import origin_of, run_once, write_config
 
 PARTITIONS = 3
@@ -108,13 +115,14 @@ def test_exactly_once_copies_each_record_once_with_runs_and_progress(
             f"partition {p}: each record once, in order"
         )
     # The progress committed with the transactions: the next source offset of each partition.
-    group = flow_group(load_config(config).enabled_flows[0])
-    assert _committed_progress(b, remote, group) == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+    cfg = load_config(config)
+    flow = cfg.enabled_flows[0]
+    expected_progress = dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+    assert _committed_progress(b, remote, flow_group(flow)) == expected_progress
     # The runs committed with the same transactions map every record to its copy, across the
     # offsets transaction markers take (failover's offset index).
-    flow = load_config(config).enabled_flows[0]
     runs_topic = policy_for(flow.policy, "A").offset_runs_topic("A")
-    store = RunsStore(load_config(config).clusters["B"], runs_topic, "A").refresh()
+    store = RunsStore(cfg.clusters["B"], runs_topic, "A").refresh()
     copies = read_offsets(b, remote, PARTITIONS, PARTITIONS * PER_PARTITION)
     for p in range(PARTITIONS):
         index = store.index(topic_name, p)
@@ -156,7 +164,7 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
     create_topic(b, remote, PARTITIONS)
     cfg = load_config(config)
     flow = cfg.enabled_flows[0]
-    ctx = CopyContext("A", a, _cluster_id(a), "B", b, _cluster_id(b))
+    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
     settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
     tracker = DeliveryTracker()
     zombie = Producer(
@@ -181,11 +189,3 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
         assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
     everything = _origins(b, remote, expected, **{"isolation.level": "read_uncommitted"})
     assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
-
-
-def _cluster_id(bootstrap: str) -> str:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-cluster-id"})
-    try:
-        return str(consumer.list_topics(timeout=10).cluster_id)
-    finally:
-        consumer.close()

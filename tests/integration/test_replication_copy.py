@@ -15,6 +15,7 @@ from ferry.provenance import Origin
 from tests.integration.compaction import has_gap, read_all_with_gaps, wait_for_compaction
 from tests.integration.kafka_helpers import (
     Rec,
+    cluster_id,
     create_topic,
     produce,
     read_offsets,
@@ -40,14 +41,6 @@ def _records(partitions: int, count: int, salt: int) -> list[Rec]:
     return out
 
 
-def _cluster_id(bootstrap: str) -> str:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-cluster-id"})
-    try:
-        return str(consumer.list_topics(timeout=10).cluster_id)
-    finally:
-        consumer.close()
-
-
 def test_three_topics_copied_record_for_record(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
@@ -63,7 +56,7 @@ def test_three_topics_copied_record_for_record(
     progress = run_once(config, spark)
 
     assert progress["A->B"].records == sum(len(r) for r in sources.values())
-    source_id = _cluster_id(a)
+    source_id = cluster_id(a)
     for topic, partitions in layout.items():
         total = len(sources[topic])
         original = read_offsets(a, topic, partitions, total)
