@@ -385,6 +385,33 @@ def one_round(
         cleanup_topics(bootstrap_a, [topic])
 
 
+def first_runs(
+    bootstraps: tuple[str, str],
+    values: list[bytes],
+    args: argparse.Namespace,
+    work: Path,
+    counter: TopicCounter,
+) -> None:
+    """One untimed copy of a small topic by each replicator, so the timed runs are what a
+    machine that has run it before sees: jars in the page cache, and ferry's driver JVM class
+    archive written (ferry writes it at the end of its first run on a machine)."""
+    topic = f"bench-first-{uuid.uuid4()}"
+    records = 1000 * args.partitions
+    create_topic(bootstraps[0], topic, args.partitions)
+    try:
+        payload = preload(bootstraps[0], topic, args.partitions, records, values)
+        rnd = Round(0, topic, records, payload, work / "first-runs")
+        for replicator in (
+            MirrorMaker2(bootstraps, tasks=args.partitions),
+            Ferry(bootstraps, args.set),
+        ):
+            if replicator.name in args.only:
+                note(f"first run (untimed): {replicator.name}")
+                measure_copy(rnd, replicator, counter, args)
+    finally:
+        cleanup_topics(bootstraps[0], [topic])
+
+
 # --- latency ----------------------------------------------------------------------------------
 
 
@@ -674,7 +701,9 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['date']}; {machine['cpu_count']} CPUs; Kafka {r['kafka_version']} (brokers, "
         f"perf tools and MM2); pyspark {machine['pyspark']}; librdkafka {machine['librdkafka']}; "
         f"{machine['java']}. Two single-broker clusters and the copier on one machine. "
-        f"Throughput: medians of {r['runs']} runs (MM2 and ferry alternate who goes first); "
+        f"Throughput: medians of {r['runs']} runs (MM2 and ferry alternate who goes first), "
+        "after one untimed first run of each on a small topic (as on a machine that ran them "
+        "before: jars cached, ferry's JVM class archive written); "
         f"latency: {r['latency_runs']} run per replicator (BENCH_LATENCY_REPEAT for more) at "
         f"{r['latency_rate']:,.0f} records/s, {r.get('latency_warmup_seconds', 0):.0f} s "
         f"of warm-up then {r['latency_seconds']:.0f} s timed.",
@@ -810,6 +839,7 @@ def run_all(
     copies: list[CopyRun] = []
     latencies: list[LatencyRun] = []
     try:
+        first_runs(bootstraps, values, args, work, counter)
         for index in range(1, args.repeat + 1):
             limit, runs = one_round(index, bootstraps, values, args, work, counter)
             if limit is not None:

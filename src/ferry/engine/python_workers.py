@@ -124,7 +124,7 @@ def wrapper_script(python: str, zips: list[str]) -> str:
     )
 
 
-def _spark_home() -> str | None:
+def spark_home() -> str | None:
     try:
         from pyspark.find_spark_home import _find_spark_home
 
@@ -139,7 +139,7 @@ def worker_python(python: str, cache_dir: Path) -> str | None:
     script cannot run here, say from a noexec directory)."""
     if os.path.realpath(python) != os.path.realpath(sys.executable):
         return None  # the zips' versions are checked against this interpreter's packages
-    home = _spark_home()
+    home = spark_home()
     if home is None:
         return None
     lib = os.path.join(home, "python", "lib")

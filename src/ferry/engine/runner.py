@@ -40,6 +40,12 @@ DRIVER_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 def spark_session(config: FerryConfig) -> Any:
     """A Spark session from the config's `spark.*` keys; local[2] with no UI by default."""
+    return start_spark(config)[0]
+
+
+def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple[Any, Any]:
+    """`spark_session`, and the driver JVM's class archive (see class_archive): used when the
+    machine has one; with `write_class_archive`, else written when the session ends."""
     from pyspark.sql import SparkSession
 
     settings = {
@@ -62,12 +68,18 @@ def spark_session(config: FerryConfig) -> Any:
             "FileSystemBasedCheckpointFileManager"
         ),
     }
+    archive = None
     if "spark.driver.extraJavaOptions" not in config.spark:
         # Spark's own log (task failures print whole stack traces) goes to a file; ferry
         # prints the error that matters, once. The JVM reads this before it logs anything.
         log_config = _spark_log_config(config.state_dir.resolve())
+        archive = _class_archive(config.spark, write_class_archive)
         settings["spark.driver.extraJavaOptions"] = " ".join(
-            (f"-Dlog4j2.configurationFile={log_config}", *DRIVER_JVM_OPTIONS)
+            (
+                f"-Dlog4j2.configurationFile={log_config}",
+                *DRIVER_JVM_OPTIONS,
+                *(archive.options if archive else ()),
+            )
         )
     # Spark's Python workers must import ferry: run them with this interpreter by default.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -86,7 +98,31 @@ def spark_session(config: FerryConfig) -> Any:
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return builder.getOrCreate(), archive
+
+
+def _class_archive(spark_settings: dict[str, str], create: bool) -> Any:
+    """The driver JVM's class data sharing archive, when Spark's home is known."""
+    import pyspark
+
+    from ferry.engine import class_archive
+    from ferry.engine.python_workers import default_cache_dir, spark_home
+
+    home = spark_home()
+    if home is None:
+        return None
+    try:
+        jars = os.listdir(os.path.join(home, "jars"))
+    except OSError:
+        return None
+    key = class_archive.archive_key(
+        class_archive.java_identity(),
+        pyspark.__version__,
+        jars,
+        spark_settings,
+        DRIVER_JVM_OPTIONS,
+    )
+    return class_archive.plan_archive(default_cache_dir(), key, create)
 
 
 def _spark_log_config(state_dir: Path) -> Path:
@@ -175,13 +211,18 @@ class Runner:
         flows: list[_Flow] = []
         server: MetricsServer | None = None
         control: ControlPlane | None = None
+        spark: Any = None
+        archive: Any = None  # the class archive this run's JVM writes at exit, if any
         previous = self._install_signal_handlers()
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
             # spends seconds starting.
             for flow in self.config.enabled_flows:
                 self._prepare(flow)
-            spark = self._spark or spark_session(self.config)
+            if self._spark is None:
+                spark, archive = start_spark(self.config, write_class_archive=True)
+            else:
+                spark = self._spark
             spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
             from ferry.engine.spark_source import MirrorDataSource
 
@@ -209,6 +250,8 @@ class Runner:
             for f in flows:
                 if f.query is not None and f.query.isActive:
                     f.query.stop()
+            if archive is not None and archive.pending is not None:
+                archive.finish(spark)  # the next run's JVM starts faster
         return [f.progress for f in flows]
 
     def _serve_metrics(self, flows: list[_Flow]) -> MetricsServer | None:
