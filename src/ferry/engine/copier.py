@@ -47,6 +47,10 @@ _SIZE_CHECK_MARGIN = 8192
 # How long a produce to a partition this producer does not know yet is retried while its
 # metadata catches up with a partition the planner just added.
 NEW_PARTITION_WAIT_SECONDS = 30.0
+# The latency histograms observe records whose source offset is a multiple of 16: timing every
+# record cost about a tenth of the copy loop, and a sample of 1 in 16 describes the same
+# distribution. Record and byte counts stay exact.
+LATENCY_SAMPLE_MASK = 15
 
 
 @dataclass(frozen=True)
@@ -118,9 +122,10 @@ class DeliveryTracker:
             self.errors.append((key[0], key[1], upstream, err))
         else:
             self.builders[key].add(upstream, msg.offset())
-            timestamp = msg.timestamp()[1]
-            if timestamp > 0:
-                self.latency[key].observe(time.time() * 1000 - timestamp)
+            if not upstream & LATENCY_SAMPLE_MASK:
+                timestamp = msg.timestamp()[1]
+                if timestamp > 0:
+                    self.latency[key].observe(time.time() * 1000 - timestamp)
 
 
 def copy_bin(
@@ -193,15 +198,21 @@ def _copy(
         for p in distinct:
             p.poll(timeout)
 
+    finished: list[TopicPartition] = []
+
     def finish(tp: tuple[str, int]) -> None:
         del active[tp]
         # Not pause(): librdkafka keeps a partition paused across assign(), so the next task
-        # of this (cached) consumer would never receive it.
-        consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
+        # of this (cached) consumer would never receive it. Unassigned together, once per
+        # consumed batch (one call per partition was a fifth of a small batch's time).
+        finished.append(TopicPartition(tp[0], tp[1]))
 
     consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in work])
     last_progress = time.monotonic()
     while active:
+        if finished:
+            consumer.incremental_unassign(finished)
+            finished.clear()
         messages = _next_messages(consumer)
         poll(0)
         if not messages:
@@ -214,6 +225,7 @@ def _copy(
                 )
             continue
         now_ms = time.time() * 1000
+        got_data = False
         for m in messages:
             tp = (m.topic(), m.partition())
             r = active.get(tp)
@@ -235,7 +247,7 @@ def _copy(
                 continue
             # Only data counts as progress: librdkafka repeats transient error events, and a
             # source that sends nothing else must still reach the stall timeout.
-            last_progress = time.monotonic()
+            got_data = True
             offset = m.offset()
             if offset < cursor[tp]:
                 continue  # already seen (a stale prefetch of a reused consumer)
@@ -250,7 +262,8 @@ def _copy(
             if headers is None:
                 headers = []
             origin = None
-            size = (len(key) if key else 0) + (len(value) if value else 0)
+            payload = (len(key) if key else 0) + (len(value) if value else 0)
+            size = payload
             for name, data in headers:
                 size += len(name) + (len(data) if data else 0)
                 if name == ORIGIN_HEADER and origin is None:
@@ -266,7 +279,7 @@ def _copy(
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
                 _check_size(key, value, headers, r, offset, ctx)
             timestamp = m.timestamp()[1]
-            if timestamp > 0:
+            if timestamp > 0 and not offset & LATENCY_SAMPLE_MASK:
                 result.record_age.observe(now_ms - timestamp)
             producer = producers[tp]
             metadata_wait: float | None = None
@@ -295,9 +308,11 @@ def _copy(
                     _refresh_metadata(producer, r.remote_topic)
             queues[tp].append(offset)
             result.copied += 1
-            result.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            result.bytes += payload
             if offset == r.end - 1:
                 finish(tp)
+        if got_data:
+            last_progress = time.monotonic()
     return results
 
 
