@@ -4,7 +4,8 @@
     ├── ConfigError              a config file or option is wrong; never retried
     │   └── UnsafeConfigError    a setting that would break the no-loss guarantee
     ├── LocalClusterError        `ferry local` could not start, find or stop a broker
-    ├── KafkaUnavailableError    a cluster did not answer in time; retry with backoff
+    ├── KafkaUnavailableError    a cluster did not answer in time (or a batch must be copied
+    │                            again); retry with backoff
     └── ReplicationError         copying failed at a known cluster/topic/partition/offset
 
 The CLI prints `str(error)` and exits non-zero, so each message must say what was wrong,
@@ -67,11 +68,14 @@ class LocalClusterError(FerryError):
 class KafkaUnavailableError(FerryError):
     """A cluster could not be reached; the operation may succeed if retried later."""
 
-    def __init__(self, cluster: str, bootstrap: str, detail: str) -> None:
+    def __init__(
+        self, cluster: str, bootstrap: str, detail: str, what: str = "is unreachable"
+    ) -> None:
         self.cluster = cluster
         self.bootstrap = bootstrap
         self.detail = detail
-        super().__init__(f"cluster {cluster} ({bootstrap}) is unreachable: {detail}")
+        self.what = what  # what happened, when it was not that the cluster did not answer
+        super().__init__(f"cluster {cluster} ({bootstrap}) {what}: {detail}")
 
 
 class ReplicationError(FerryError):
@@ -123,7 +127,9 @@ def error_to_text(error: FerryError) -> str:
             fix=error.fix,
         )
     elif isinstance(error, KafkaUnavailableError):
-        fields.update(cluster=error.cluster, bootstrap=error.bootstrap, detail=error.detail)
+        fields.update(
+            cluster=error.cluster, bootstrap=error.bootstrap, detail=error.detail, what=error.what
+        )
     encoded = base64.b64encode(json.dumps(fields).encode()).decode()
     return f"{error} [ferry-error:{encoded}]"
 
@@ -145,5 +151,10 @@ def error_from_text(text: str) -> FerryError | None:
             fix=fields["fix"],
         )
     if kind == "KafkaUnavailableError":
-        return KafkaUnavailableError(fields["cluster"], fields["bootstrap"], fields["detail"])
+        return KafkaUnavailableError(
+            fields["cluster"],
+            fields["bootstrap"],
+            fields["detail"],
+            fields.get("what", "is unreachable"),
+        )
     return FerryError(fields["text"])

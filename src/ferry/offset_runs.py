@@ -62,6 +62,20 @@ class RunBuilder:
         self._close()
         self._up, self._down, self._count = upstream, downstream, 1
 
+    def add_run(self, upstream: int, downstream: int, count: int) -> None:
+        """`count` pairs at once: (upstream + i, downstream + i) for i in range(count)."""
+        if count <= 0:
+            return
+        if (
+            self._count
+            and upstream == self._up + self._count
+            and downstream == self._down + self._count
+        ):
+            self._count += count
+            return
+        self._close()
+        self._up, self._down, self._count = upstream, downstream, count
+
     def _close(self) -> None:
         if self._count:
             self._runs.append(OffsetRun(self._up, self._down, self._count))

@@ -209,7 +209,7 @@ class FakeConsumer:
 class FakeProducer:
     def __init__(
         self,
-        on_delivery: Callable[[KafkaError | None, Any], None],
+        on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
         *,
         first_offset: int = 1000,
         refuse: dict[bytes, KafkaError] | None = None,
@@ -217,6 +217,7 @@ class FakeProducer:
         buffer_errors: int = 0,
         unknown_partition_errors: int = 0,
         reports_per_call: int = 3,
+        foreign_after: dict[bytes, int] | None = None,
     ) -> None:
         """`refuse` / `raise_on_produce` are keyed by record value; target offsets start at
         `first_offset` in every partition; `buffer_errors` produce calls raise BufferError."""
@@ -228,10 +229,13 @@ class FakeProducer:
         self.unknown_partition_errors = unknown_partition_errors  # metadata not caught up yet
         self.metadata_requests = 0
         self.reports_per_call = reports_per_call
+        # value -> records another producer appends right after that record (interleaving)
+        self.foreign_after = dict(foreign_after or {})
+        self.callbacks = 0  # produce calls that asked for a delivery report
         self.produce_calls = 0
         self.logs: dict[TP, list[Rec]] = {}
         self._next_offset: dict[TP, int] = {}
-        self._reports: deque[tuple[KafkaError | None, FakeMessage]] = deque()
+        self._reports: deque[tuple[Any, KafkaError | None, FakeMessage]] = deque()
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
         self.metadata_requests += 1
@@ -244,8 +248,12 @@ class FakeProducer:
         partition: int = -1,
         timestamp: int = 0,
         headers: Headers | None = None,
+        on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
     ) -> None:
+        """Like confluent-kafka: `on_delivery` for this record, else the producer's default,
+        else no report at all."""
         self.produce_calls += 1
+        callback = on_delivery or self.on_delivery
         if self.buffer_errors > 0:
             self.buffer_errors -= 1
             raise BufferError("Local: Queue full")
@@ -255,15 +263,26 @@ class FakeProducer:
         if value in self.raise_on_produce:
             raise KafkaException(self.raise_on_produce[value])
         tp = (topic, partition)
+        self.callbacks += callback is not None
         if value in self.refuse:
             report = FakeMessage(topic, partition, -1001, key, value, headers, timestamp)
-            self._reports.append((self.refuse[value], report))
+            self._reports.append((callback, self.refuse[value], report))
             return
         offset = self._next_offset.get(tp, self.first_offset)
         self._next_offset[tp] = offset + 1
         copied = Rec(offset, key, value, list(headers) if headers is not None else None, timestamp)
         self.logs.setdefault(tp, []).append(copied)
-        self._reports.append((None, FakeMessage(topic, partition, offset, key, value)))
+        self._reports.append((callback, None, FakeMessage(topic, partition, offset, key, value)))
+        if value in self.foreign_after:
+            self.interleave(topic, partition, self.foreign_after.pop(value))
+
+    def interleave(self, topic: str, partition: int, count: int = 1) -> None:
+        """Another producer appends `count` records to the partition (offsets taken now)."""
+        tp = (topic, partition)
+        for _ in range(count):
+            offset = self._next_offset.get(tp, self.first_offset)
+            self._next_offset[tp] = offset + 1
+            self.logs.setdefault(tp, []).append(Rec(offset, None, b"foreign", None, 0))
 
     def poll(self, timeout: float | None = None) -> int:
         return self._deliver(self.reports_per_call)
@@ -275,7 +294,8 @@ class FakeProducer:
     def _deliver(self, limit: int) -> int:
         served = 0
         while self._reports and served < limit:
-            err, message = self._reports.popleft()
-            self.on_delivery(err, message)
+            callback, err, message = self._reports.popleft()
+            if callback is not None:
+                callback(err, message)
             served += 1
         return served

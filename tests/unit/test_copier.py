@@ -82,7 +82,7 @@ class Mirror:
 
 def mirror(logs: dict[tuple[str, int], Log], **producer_options: object) -> Mirror:
     tracker = DeliveryTracker()
-    producer = FakeProducer(tracker.on_delivery, **producer_options)  # type: ignore[arg-type]
+    producer = FakeProducer(**producer_options)  # type: ignore[arg-type]
     return Mirror(FakeConsumer(logs), producer, tracker)
 
 
@@ -478,3 +478,72 @@ def test_tracker_pairs_reports_per_partition() -> None:
     assert tracker.builders[("A.orders", 0)].runs() == [OffsetRun(3, 10, 1)]
     assert tracker.builders[("A.orders", 1)].runs() == [OffsetRun(7, 50, 1)]
     assert [(t, p, o) for t, p, o, _ in tracker.errors] == [("A.orders", 0, 4)]
+
+
+# -- delivery reports per chunk (ferry alone writes the remote topic) ---------------------
+
+
+def test_a_renamed_remote_topic_is_tracked_with_two_reports_per_fetched_chunk() -> None:
+    m = mirror({("orders", 0): log_of(*range(0, 30), *range(40, 50), end=50)})
+    m.consumer.fetch_size = 100
+
+    result = m.copy(rng(0, 50))[("orders", 0)]
+
+    assert result.runs == [OffsetRun(0, T0, 30), OffsetRun(40, T0 + 30, 10)]
+    assert m.producer.callbacks == 2  # the first and the last copy of the one fetched batch
+
+
+def test_the_identity_policy_is_tracked_per_record_and_exact_beside_other_writers() -> None:
+    # The remote topic is named like the source topic: the target's own producers write it too.
+    m = mirror({("orders", 0): log_of(*range(6))}, foreign_after={b"v2": 3})
+    m.consumer.fetch_size = 100
+
+    result = m.copy(CopyRange("orders", 0, 0, 6, "orders", 1_000_000))[("orders", 0)]
+
+    assert result.runs == [OffsetRun(0, T0, 3), OffsetRun(3, T0 + 6, 3)]
+    assert m.producer.callbacks == 6
+
+
+def test_another_writer_inside_a_chunk_fails_the_batch_then_the_retry_tracks_every_copy() -> None:
+    m = mirror({("orders", 0): log_of(*range(10))}, foreign_after={b"v4": 2})
+    m.consumer.fetch_size = 100
+
+    with pytest.raises(KafkaUnavailableError) as caught:
+        m.copy(rng(0, 10))
+
+    error = caught.value
+    assert error.cluster == "B" and error.what == "needs a batch copied again"
+    assert "10 copies into A.orders partition 0" in error.detail
+    assert f"took target offsets {T0} to {T0 + 11}, 12 places" in error.detail
+    assert ("A.orders", 0) in m.tracker.per_record
+
+    m.producer.foreign_after = {b"v7": 1}  # the other writer again, during the retry
+    result = m.copy(rng(0, 10))[("orders", 0)]
+    # Copies of the retry start after the first attempt's 10 copies and 2 foreign records.
+    retry = T0 + 12
+    assert result.runs == [OffsetRun(0, retry, 8), OffsetRun(8, retry + 9, 2)]
+
+
+def test_a_copy_lost_without_a_report_inside_a_chunk_is_caught_by_the_span() -> None:
+    # Only the chunk's ends carry callbacks: a refused copy in the middle reports nothing, but
+    # takes no offset either. The retry tracks every copy and halts at the refused one.
+    refused = KafkaError(KafkaError.INVALID_RECORD)
+    m = mirror({("orders", 0): log_of(*range(8))}, refuse={b"v3": refused})
+    m.consumer.fetch_size = 100
+
+    with pytest.raises(KafkaUnavailableError, match="a copy was lost in delivery"):
+        m.copy(rng(0, 8))
+    with pytest.raises(ReplicationError) as caught:
+        m.copy(rng(0, 8))
+
+    assert (caught.value.topic, caught.value.partition, caught.value.offset) == ("orders", 0, 3)
+
+
+def test_a_chunk_with_gaps_upstream_maps_each_copy_to_its_own_offset() -> None:
+    m = mirror({("orders", 0): log_of(0, 1, 2, 5, 6, 9, end=10)})
+    m.consumer.fetch_size = 100
+
+    result = m.copy(rng(0, 10))[("orders", 0)]
+
+    assert result.runs == [OffsetRun(0, T0, 3), OffsetRun(5, T0 + 3, 2), OffsetRun(9, T0 + 5, 1)]
+    assert m.producer.callbacks == 2

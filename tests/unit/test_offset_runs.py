@@ -87,6 +87,19 @@ def test_builder_runs_can_be_read_twice() -> None:
     assert builder.runs() == [OffsetRun(0, 7, 2)]
 
 
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 4)), max_size=12))
+def test_adding_a_run_at_once_equals_adding_its_pairs(chunks: list[tuple[int, int, int]]) -> None:
+    at_once, pairwise = RunBuilder(), RunBuilder()
+    up = down = 0
+    for up_gap, down_gap, count in chunks:  # consecutive chunks, with gaps between them
+        up, down = up + up_gap, down + down_gap
+        at_once.add_run(up, down, count)
+        for i in range(count):
+            pairwise.add(up + i, down + i)
+        up, down = up + count, down + count
+    assert at_once.runs() == pairwise.runs()
+
+
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
 records = st.builds(
     OffsetSyncRecord,

@@ -8,27 +8,29 @@ one (then it is kept unchanged, so later hops still name the first cluster). Wha
 records whose origin is the target cluster itself (the identity policy's loop prevention).
 Aborted transactional records never arrive (the consumer reads committed data only).
 
-Downstream offsets come from delivery reports only: an idempotent producer delivers each
-partition in order, so reports are paired with upstream offsets by a per-partition queue.
+Downstream offsets come from delivery reports only (see deliveries): per record, or per chunk
+of consecutive copies where ferry alone writes the target partition. For the chunk's last
+copy to carry a callback, each partition's newest copy is held back until the next one (or
+the end of the fetched batch) shows whether it is the last.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ferry.engine.deliveries import LATENCY_SAMPLE_MASK, Chunk, DeliveryTracker
 from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of
 from ferry.engine.latency import Histogram
 from ferry.engine.plan import EARLIEST
 from ferry.engine.record_size import single_record_batch_size
 from ferry.errors import KafkaUnavailableError, ReplicationError
-from ferry.offset_runs import OffsetRun, RunBuilder
+from ferry.offset_runs import OffsetRun
 from ferry.provenance import ORIGIN_HEADER, origin_prefix
 
 __all__ = [
@@ -47,10 +49,6 @@ _SIZE_CHECK_MARGIN = 8192
 # How long a produce to a partition this producer does not know yet is retried while its
 # metadata catches up with a partition the planner just added.
 NEW_PARTITION_WAIT_SECONDS = 30.0
-# The latency histograms observe records whose source offset is a multiple of 16: timing every
-# record cost about a tenth of the copy loop, and a sample of 1 in 16 describes the same
-# distribution. Record and byte counts stay exact.
-LATENCY_SAMPLE_MASK = 15
 
 
 @dataclass(frozen=True)
@@ -93,41 +91,6 @@ class PartitionResult:
     latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
 
 
-class DeliveryTracker:
-    """Pairs delivery reports with upstream offsets; one per cached producer."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.pending: dict[tuple[str, int], deque[int]] = {}
-        self.builders: dict[tuple[str, int], RunBuilder] = {}
-        self.sources: dict[tuple[str, int], str] = {}
-        self.latency: dict[tuple[str, int], Histogram] = {}
-        self.errors: list[tuple[str, int, int, KafkaError]] = []
-
-    def expect(self, remote_topic: str, partition: int, source_topic: str) -> deque[int]:
-        key = (remote_topic, partition)
-        self.builders[key] = RunBuilder()
-        self.sources[key] = source_topic
-        self.latency[key] = Histogram()
-        queue: deque[int] = deque()
-        self.pending[key] = queue
-        return queue
-
-    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        key = (msg.topic(), msg.partition())
-        upstream = self.pending[key].popleft()
-        if err is not None:
-            self.errors.append((key[0], key[1], upstream, err))
-        else:
-            self.builders[key].add(upstream, msg.offset())
-            if not upstream & LATENCY_SAMPLE_MASK:
-                timestamp = msg.timestamp()[1]
-                if timestamp > 0:
-                    self.latency[key].observe(time.time() * 1000 - timestamp)
-
-
 def copy_bin(
     consumer: Any,
     producer: Any,
@@ -158,6 +121,8 @@ def copy_ranges(
         results = _copy(consumer, producers, tracker, work, ctx)
         for producer in _distinct(producers.values()):
             _flush(producer, tracker, ctx)
+        if tracker.mismatches:
+            raise _mismatch(tracker, ctx)
     finally:
         consumer.unassign()
     for r in work:
@@ -186,7 +151,13 @@ def _copy(
         return results
     active = {(r.topic, r.partition): r for r in work}
     cursor = {tp: max(0, r.start) for tp, r in active.items()}
+    ranges = dict(active)
     queues = {tp: tracker.expect(r.remote_topic, r.partition, r.topic) for tp, r in active.items()}
+    chunked = {
+        tp: tracker.chunked(r.remote_topic, r.partition, r.topic) for tp, r in active.items()
+    }
+    held: dict[tuple[str, int], tuple[Any, ...]] = {}  # per chunked partition, its newest copy
+    chunks: dict[tuple[str, int], Chunk] = {}  # per chunked partition, its open chunk
     own_origin = f"{ctx.target_cluster_id}|".encode()
     prefixes = {
         tp: origin_prefix(ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition)
@@ -281,39 +252,87 @@ def _copy(
             timestamp = m.timestamp()[1]
             if timestamp > 0 and not offset & LATENCY_SAMPLE_MASK:
                 result.record_age.observe(now_ms - timestamp)
-            producer = producers[tp]
-            metadata_wait: float | None = None
-            while True:
-                try:
-                    producer.produce(
-                        r.remote_topic,
-                        value,
-                        key,
-                        partition=r.partition,
-                        timestamp=timestamp if timestamp >= 0 else 0,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)  # the producer queue is full: let deliveries drain
-                except KafkaException as exc:
-                    # A partition the planner added a moment ago: this cached producer's
-                    # metadata predates it. Refresh it and retry, for a bounded time.
-                    error = kafka_error_of(exc)
-                    unknown = error is not None and error.code() == KafkaError._UNKNOWN_PARTITION
-                    now = time.monotonic()
-                    metadata_wait = metadata_wait or now + NEW_PARTITION_WAIT_SECONDS
-                    if not unknown or now >= metadata_wait:
-                        raise _produce_error(exc, r, offset, ctx) from None
-                    _refresh_metadata(producer, r.remote_topic)
-            queues[tp].append(offset)
+            copy = (value, key, timestamp if timestamp >= 0 else 0, headers, offset)
+            if chunked[tp]:
+                previous = held.get(tp)
+                held[tp] = copy
+                if previous is not None:  # not the chunk's last: no callback unless first
+                    chunk = chunks.get(tp)
+                    if chunk is None:
+                        chunk = chunks[tp] = tracker.chunk(r.remote_topic, r.partition)
+                        _produce(producers[tp], r, previous, ctx, chunk.on_first)
+                    else:
+                        _produce(producers[tp], r, previous, ctx, None)
+                    chunk.upstream.append(previous[4])
+            else:
+                _produce(producers[tp], r, copy, ctx, tracker.on_delivery)
+                queues[tp].append(offset)
             result.copied += 1
             result.bytes += payload
             if offset == r.end - 1:
                 finish(tp)
         if got_data:
             last_progress = time.monotonic()
+        for tp, copy in held.items():  # each partition's last copy of this fetched batch
+            r = ranges[tp]
+            chunk = chunks.pop(tp, None)
+            if chunk is None:
+                chunk = tracker.chunk(r.remote_topic, r.partition)
+                _produce(producers[tp], r, copy, ctx, chunk.on_only)
+            else:
+                _produce(producers[tp], r, copy, ctx, chunk.on_last)
+            chunk.upstream.append(copy[4])
+        held.clear()
     return results
+
+
+def _produce(
+    producer: Any, r: CopyRange, copy: tuple[Any, ...], ctx: CopyContext, callback: Any
+) -> None:
+    """Produce one copy (value, key, timestamp, headers, upstream offset) with `callback`."""
+    value, key, timestamp, headers, offset = copy
+    metadata_wait: float | None = None
+    while True:
+        try:
+            producer.produce(
+                r.remote_topic,
+                value,
+                key,
+                partition=r.partition,
+                timestamp=timestamp,
+                headers=headers,
+                on_delivery=callback,
+            )
+            return
+        except BufferError:
+            producer.poll(0.05)  # the producer queue is full: let deliveries drain
+        except KafkaException as exc:
+            # A partition the planner added a moment ago: this cached producer's metadata
+            # predates it. Refresh it and retry, for a bounded time.
+            error = kafka_error_of(exc)
+            unknown = error is not None and error.code() == KafkaError._UNKNOWN_PARTITION
+            now = time.monotonic()
+            metadata_wait = metadata_wait or now + NEW_PARTITION_WAIT_SECONDS
+            if not unknown or now >= metadata_wait:
+                raise _produce_error(exc, r, offset, ctx) from None
+            _refresh_metadata(producer, r.remote_topic)
+
+
+def _mismatch(tracker: DeliveryTracker, ctx: CopyContext) -> KafkaUnavailableError:
+    """Copies that did not take consecutive target offsets: their exact offsets are unknown,
+    so the batch must not be committed. From now on the partition is tracked per record."""
+    tracker.per_record.update((m[0], m[1]) for m in tracker.mismatches)
+    topic, partition, upstream, count, first, last = tracker.mismatches[0]
+    return KafkaUnavailableError(
+        ctx.target_alias,
+        ctx.target_bootstrap,
+        f"{count} copies into {topic} partition {partition} (from source offset {upstream} "
+        f"of {tracker.sources.get((topic, partition), '?')}) took target offsets {first} to "
+        f"{last}, {last - first + 1} places: another producer writes into that partition, or "
+        "a copy was lost in delivery. Nothing of this batch is committed; it is copied again, "
+        "tracking every copy's offset",
+        what="needs a batch copied again",
+    )
 
 
 def _refresh_metadata(producer: Any, topic: str) -> None:

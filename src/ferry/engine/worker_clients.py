@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from ferry.engine.copier import DeliveryTracker
+from ferry.engine.deliveries import DeliveryTracker
 from ferry.kafka_logging import quiet
 
 __all__ = ["consumer_for", "evict", "evict_transactional", "producer_for", "transactional_producer"]
@@ -45,8 +45,10 @@ def consumer_for(settings: dict[str, str]) -> Any:
 def producer_for(settings: dict[str, str]) -> tuple[Any, DeliveryTracker]:
     key = _key(settings)
     if key not in _producers:
+        # No default delivery callback: the copier gives one to the copies that need it (see
+        # deliveries), and a report nobody asked for costs a Message object per record.
         tracker = DeliveryTracker()
-        producer = Producer({**settings, "on_delivery": tracker.on_delivery})
+        producer = Producer(settings)
         _producers[key] = (producer, tracker)
     return _producers[key]
 
@@ -75,7 +77,7 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
     _drop(stale)
     if producer is None:
         # quiet: a producer fenced by its successor logs fatal errors, expected here.
-        producer = Producer(quiet({**settings, "on_delivery": transactional_tracker.on_delivery}))
+        producer = Producer(quiet(settings))
         try:
             producer.init_transactions(INIT_TIMEOUT_SECONDS)
         except BaseException:
