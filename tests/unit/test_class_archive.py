@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ferry.engine.class_archive import QUIET, ClassArchive, archive_key, plan_archive
+from ferry.engine.class_archive import (
+    KEEP_ARCHIVES,
+    QUIET,
+    ClassArchive,
+    archive_key,
+    plan_archive,
+)
 
 BASE: dict[str, Any] = {
     "java": "/usr/lib/jvm/17/bin/java@1",
@@ -111,3 +117,20 @@ def test_finish_keeps_the_archive_only_after_a_clean_exit(tmp_path: Path) -> Non
     clean = _Spark(_Proc(0, plan.pending))
     assert plan.finish(clean) is True
     assert plan.final.read_bytes() == b"archive" and not plan.pending.exists()
+
+
+def test_writing_a_new_archive_keeps_only_the_most_recently_used_ones(tmp_path: Path) -> None:
+    directory = tmp_path / "jvm"
+    directory.mkdir()
+    old = []
+    for i in range(KEEP_ARCHIVES + 1):
+        path = directory / f"spark-old{i}.jsa"
+        path.write_bytes(b"archive")
+        os.utime(path, (1000 + i, 1000 + i))
+        old.append(path)
+    plan_archive(tmp_path, "old0", create=True)  # used now: the most recent
+    plan_archive(tmp_path, "new", create=True)  # none yet: one will be written
+
+    kept = sorted(p.name for p in directory.glob("*.jsa"))
+    assert len(kept) == KEEP_ARCHIVES - 1  # room for the one being written
+    assert "spark-old0.jsa" in kept and f"spark-old{KEEP_ARCHIVES}.jsa" in kept

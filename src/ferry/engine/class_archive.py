@@ -44,6 +44,7 @@ CLASSPATH_SETTINGS = (
     "spark.driver.extraLibraryPath",
 )
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+KEEP_ARCHIVES = 3  # per machine (cache directory), the most recently used
 # Writing the archive takes a few seconds; a JVM still busy after this is left alone.
 FINISH_TIMEOUT_SECONDS = 120.0
 
@@ -111,16 +112,28 @@ def plan_archive(cache_dir: Path, key: str, create: bool) -> ClassArchive | None
     directory = cache_dir / "jvm"
     final = directory / f"spark-{key}.jsa"
     if final.exists():
+        with contextlib.suppress(OSError):
+            os.utime(final)  # recently used: kept when old archives are pruned
         return ClassArchive((f"-XX:SharedArchiveFile={final}", *QUIET), final)
     if not create:
         return None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_abandoned(directory)
+        _prune(directory, KEEP_ARCHIVES - 1)
     except OSError:
         return None
     pending = directory / f"spark-{key}.{os.getpid()}.tmp"
     return ClassArchive((f"-XX:ArchiveClassesAtExit={pending}", *QUIET), final, pending)
+
+
+def _prune(directory: Path, keep: int) -> None:
+    """Keep the `keep` most recently used archives: each venv or Spark upgrade makes a new one
+    (about 165 MB), and the old ones would pile up."""
+    archives = sorted(directory.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[keep:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def _remove_abandoned(directory: Path) -> None:

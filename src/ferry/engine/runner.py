@@ -112,7 +112,8 @@ def _class_archive(spark_settings: dict[str, str], create: bool) -> Any:
     if home is None:
         return None
     try:
-        jars = os.listdir(os.path.join(home, "jars"))
+        # Full paths: the JVM checks an archive's classpath, so another venv needs its own.
+        jars = [os.path.join(home, "jars", name) for name in os.listdir(os.path.join(home, "jars"))]
     except OSError:
         return None
     key = class_archive.archive_key(
