@@ -27,6 +27,7 @@ class Kind(Enum):
     INTERVAL = "interval"  # seconds; a negative value turns the task off, as in MM2
     REGEX_LIST = "regex list"
     EOS = "exactly-once mode"
+    COPIER = "copy loop"
     REPLICATION_FACTOR = "replication factor"
     POSITIVE_INT = "positive integer"
 
@@ -80,6 +81,7 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "ferry.batch.max.bytes": ("batch_max_bytes", Kind.POSITIVE_INT),
     "ferry.bins": ("bins", Kind.INT),
     "ferry.trigger.interval.ms": ("trigger_interval_ms", Kind.INT),
+    "ferry.copier": ("copier", Kind.COPIER),
 }
 
 POLICY_KEYS = ("replication.policy.class", "replication.policy.separator", "topic.rename.format")

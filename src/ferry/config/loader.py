@@ -47,6 +47,11 @@ _NUMBER_RULES: dict[Kind, tuple[str, Callable[[int], bool]]] = {
     ),
 }
 _EOS_MODES = ("disabled", "preparing", "enabled")
+# Keys whose value is one word of a fixed list.
+_CHOICES: dict[Kind, tuple[str, ...]] = {
+    Kind.EOS: _EOS_MODES,
+    Kind.COPIER: ("auto", "native", "python"),
+}
 # First words of ferry's and MM2's own keys; an alias equal to one would make keys ambiguous.
 _RESERVED_ALIASES = frozenset(
     key.split(".", 1)[0]
@@ -342,11 +347,10 @@ class _Builder:
             if number is None or not ok(number):
                 raise self.error(entry, f"'{text}' is not allowed; allowed: {allowed}")
             return number
-        if kind is Kind.EOS:
-            if text.lower() not in _EOS_MODES:
-                raise self.error(
-                    entry, f"'{text}' is not allowed; allowed: {', '.join(_EOS_MODES)}"
-                )
+        if kind in _CHOICES:
+            choices = _CHOICES[kind]
+            if text.lower() not in choices:
+                raise self.error(entry, f"'{text}' is not allowed; allowed: {', '.join(choices)}")
             return text.lower()
         patterns = tuple(p.strip() for p in text.split(",") if p.strip())
         for pattern in patterns:

@@ -101,6 +101,9 @@ class FlowConfig(_Frozen):
     batch_max_bytes: int = 256 * 1024 * 1024
     bins: int = 0  # 0: Spark's default parallelism (one bin per core)
     trigger_interval_ms: int = 200
+    # The per-task copy loop: "native" (C over librdkafka, engine/native/fastcopy.c),
+    # "python" (engine/copier.py), "auto": native where it loads, else python.
+    copier: Literal["auto", "native", "python"] = "auto"
 
     @property
     def name(self) -> str:

@@ -24,12 +24,19 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ferry.engine.copy_errors import (
+    consume_error,
+    delivery_error,
+    produce_error,
+    size_error,
+    stall_error,
+)
 from ferry.engine.deliveries import LATENCY_SAMPLE_MASK, Chunk, DeliveryTracker
-from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of
+from ferry.engine.kafka_errors import kafka_error_of
 from ferry.engine.latency import Histogram
 from ferry.engine.plan import EARLIEST
 from ferry.engine.record_size import single_record_batch_size
-from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.errors import KafkaUnavailableError
 from ferry.offset_runs import OffsetRun
 from ferry.provenance import ORIGIN_HEADER, origin_prefix
 
@@ -188,12 +195,7 @@ def _copy(
         poll(0)
         if not messages:
             if time.monotonic() - last_progress > ctx.stall_timeout:
-                raise KafkaUnavailableError(
-                    ctx.source_alias,
-                    ctx.source_bootstrap,
-                    f"no data for {len(active)} partition(s) in {ctx.stall_timeout:.0f}s "
-                    f"(e.g. {next(iter(active))[0]}); retrying",
-                )
+                raise stall_error(len(active), next(iter(active))[0], ctx)
             continue
         now_ms = time.time() * 1000
         got_data = False
@@ -212,7 +214,9 @@ def _copy(
                     _skip_expired(consumer, results[tp], cursor, r)
                     last_progress = time.monotonic()
                     continue
-                _consume_error(err, m, ctx)
+                halt = consume_error(err, m.topic(), m.partition(), m.offset(), ctx)
+                if halt is not None:
+                    raise halt
                 continue
             if r is None:
                 continue
@@ -314,7 +318,8 @@ def _produce(
             now = time.monotonic()
             metadata_wait = metadata_wait or now + NEW_PARTITION_WAIT_SECONDS
             if not unknown or now >= metadata_wait:
-                raise _produce_error(exc, r, offset, ctx) from None
+                text = f"{type(exc).__name__}: {exc}"
+                raise produce_error(error, text, r, offset, ctx) from None
             _refresh_metadata(producer, r.remote_topic)
 
 
@@ -371,6 +376,19 @@ def _next_messages(consumer: Any) -> list[Any]:
     return [first, *consumer.consume(num_messages=_CONSUME_BATCH - 1, timeout=0)]
 
 
+def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
+    """Wait until the target acknowledged (or refused) every record produced by this task."""
+    while producer.flush(1.0) > 0:
+        pass  # librdkafka gives up by itself after message.timeout.ms
+    if not tracker.errors:
+        return
+    remote_topic, partition, upstream, err = tracker.errors[0]
+    source_topic = tracker.sources.get((remote_topic, partition), remote_topic)
+    raise delivery_error(
+        remote_topic, partition, upstream, err, len(tracker.errors), source_topic, ctx
+    )
+
+
 def _check_size(
     key: bytes | None,
     value: bytes | None,
@@ -381,111 +399,4 @@ def _check_size(
 ) -> None:
     size = single_record_batch_size(key, value, headers)
     if size > r.max_message_bytes:
-        raise ReplicationError(
-            f"record is {size} bytes (uncompressed, with ferry's header); target topic "
-            f"{r.remote_topic} on {ctx.target_alias} accepts at most {r.max_message_bytes} "
-            f"(max.message.bytes). Nothing past it in this partition was copied.",
-            cluster=ctx.source_alias,
-            topic=r.topic,
-            partition=r.partition,
-            offset=offset,
-            fix=f"raise max.message.bytes of topic {r.remote_topic} on {ctx.target_alias} "
-            f"to at least {size} (and the broker's message.max.bytes if lower), then rerun",
-        )
-
-
-def _consume_error(err: KafkaError, m: Any, ctx: CopyContext) -> None:
-    """Transient fetch errors are retried by librdkafka; the rest halt with a location."""
-    if err.code() in UNREACHABLE_CODES and not err.fatal():
-        return
-    source = ctx.source_alias
-    fixes = {
-        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
-            f"grant ferry's principal READ on topic {m.topic()} in {source}"
-        ),
-        KafkaError.UNKNOWN_TOPIC_OR_PART: (
-            "the source topic was deleted while being copied; rerun to continue with the rest"
-        ),
-    }
-    raise ReplicationError(
-        f"reading failed: {err.name()}: {err.str()}.",
-        cluster=ctx.source_alias,
-        topic=m.topic() or "?",
-        partition=m.partition(),
-        offset=m.offset() if m.offset() is not None and m.offset() >= 0 else None,
-        fix=fixes.get(err.code(), "see the error above; rerun once it is fixed"),
-    )
-
-
-def _retry_later(err: KafkaError) -> bool:
-    """Errors a new producer (and a replayed batch) gets past: the cluster was away, or the
-    producer's state is lost (fatal idempotence error, a fenced or aborted transaction)."""
-    return (
-        err.code() in UNREACHABLE_CODES
-        or err.code() == KafkaError._MSG_TIMED_OUT
-        or err.fatal()
-        or err.txn_requires_abort()
-    )
-
-
-def _produce_error(exc: KafkaException, r: CopyRange, offset: int, ctx: CopyContext) -> Exception:
-    error = kafka_error_of(exc)
-    if error is not None and error.code() != KafkaError.MSG_SIZE_TOO_LARGE and _retry_later(error):
-        return KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"{error.name()}: {error.str()} (copying {r.topic} partition {r.partition})",
-        )
-    name = error.name() if error is not None else type(exc).__name__
-    text = error.str() if error is not None else str(exc)
-    fix = "see the error above; rerun once it is fixed"
-    if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        fix = f"raise {ctx.target_alias}.producer.message.max.bytes above the record's size"
-    return ReplicationError(
-        f"could not copy to {r.remote_topic} on {ctx.target_alias}: {name}: {text}.",
-        cluster=ctx.source_alias,
-        topic=r.topic,
-        partition=r.partition,
-        offset=offset,
-        fix=fix,
-    )
-
-
-def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
-    """Wait until the target acknowledged (or refused) every record produced by this task."""
-    while producer.flush(1.0) > 0:
-        pass  # librdkafka gives up by itself after message.timeout.ms
-    if not tracker.errors:
-        return
-    remote_topic, partition, upstream, err = tracker.errors[0]
-    target = ctx.target_alias
-    fixes = {
-        KafkaError.MSG_SIZE_TOO_LARGE: (
-            f"raise max.message.bytes of topic {remote_topic} on {target}, "
-            f"or lower {target}.producer.batch.size below it"
-        ),
-        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
-            f"grant ferry's principal WRITE on topic {remote_topic} in {target}"
-        ),
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
-            f"grant ferry's principal IDEMPOTENT_WRITE on cluster {target}"
-        ),
-        KafkaError.UNKNOWN_TOPIC_OR_PART: (
-            f"topic {remote_topic} vanished from {target}; rerun to recreate it"
-        ),
-    }
-    if err.code() not in fixes and _retry_later(err):
-        raise KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"{err.name()}: {err.str()} (topic {remote_topic})",
-        )
-    raise ReplicationError(
-        f"target {ctx.target_alias} refused the copy into {remote_topic} (partition {partition}): "
-        f"{err.name()}: {err.str()}; {len(tracker.errors)} record(s) refused.",
-        cluster=ctx.source_alias,
-        topic=tracker.sources.get((remote_topic, partition), remote_topic),
-        partition=partition,
-        offset=upstream,
-        fix=fixes.get(err.code(), "see the error above; rerun once it is fixed"),
-    )
+        raise size_error(size, r, offset, ctx)

@@ -35,6 +35,25 @@ from ferry.policy import policy_for
 __all__ = ["BinReport", "MirrorSink"]
 
 
+def _use_native(choice: str) -> bool:
+    """`ferry.copier`: native (C over librdkafka), python, or auto (native where it loads).
+
+    Exactly-once always uses the Python loop (a transactional producer per partition)."""
+    if choice == "python":
+        return False
+    from ferry.engine.native_copier import native_module, unavailable_reason
+
+    if native_module() is not None:
+        return True
+    if choice == "native":
+        raise RuntimeError(
+            f"ferry.copier = native, but the native copier is not available here: "
+            f"{unavailable_reason()}. Fix: reinstall ferry with a C compiler (make setup), "
+            "or set ferry.copier = auto"
+        )
+    return False
+
+
 @dataclass
 class BinReport(WriterCommitMessage):
     results: list[PartitionResult]
@@ -66,11 +85,14 @@ class MirrorSink(DataSourceStreamWriter):
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
-        consumer = worker_clients.consumer_for(consumer_conf)
         if self.spec.flow.exactly_once:
+            consumer = worker_clients.consumer_for(consumer_conf)
             results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
             return BinReport(results, time.monotonic() - began)
         producer_conf = producer_settings(self.spec.target)
+        if _use_native(self.spec.flow.copier):
+            return self._copy_native(consumer_conf, producer_conf, ranges, ctx, began)
+        consumer = worker_clients.consumer_for(consumer_conf)
         producer, tracker = worker_clients.producer_for(producer_conf)
         try:
             results = copy_bin(consumer, producer, tracker, ranges, ctx)
@@ -79,6 +101,28 @@ class MirrorSink(DataSourceStreamWriter):
             raise RuntimeError(error_to_text(exc)) from None
         except BaseException:
             worker_clients.evict(consumer_conf, producer_conf)
+            raise
+        return BinReport(results, time.monotonic() - began)
+
+    def _copy_native(
+        self,
+        consumer_conf: dict[str, str],
+        producer_conf: dict[str, str],
+        ranges: list[CopyRange],
+        ctx: CopyContext,
+        began: float,
+    ) -> BinReport:
+        from ferry.engine import worker_clients
+        from ferry.engine.native_copier import copy_bin_native
+
+        copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
+        try:
+            results = copy_bin_native(copier, ranges, ctx)
+        except FerryError as exc:
+            worker_clients.evict_native(consumer_conf, producer_conf)
+            raise RuntimeError(error_to_text(exc)) from None
+        except BaseException:
+            worker_clients.evict_native(consumer_conf, producer_conf)
             raise
         return BinReport(results, time.monotonic() - began)
 

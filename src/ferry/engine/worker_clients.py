@@ -17,10 +17,19 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from ferry.engine.deliveries import DeliveryTracker
 from ferry.kafka_logging import quiet
 
-__all__ = ["consumer_for", "evict", "evict_transactional", "producer_for", "transactional_producer"]
+__all__ = [
+    "consumer_for",
+    "evict",
+    "evict_native",
+    "evict_transactional",
+    "native_copier_for",
+    "producer_for",
+    "transactional_producer",
+]
 
 _consumers: dict[str, Any] = {}
 _producers: dict[str, tuple[Any, DeliveryTracker]] = {}
+_native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settings
 # Exactly-once: a started producer per transactional id (source partition), least recently
 # used first. All share one tracker: a worker runs one task at a time, and each producer
 # writes partitions no other one does.
@@ -51,6 +60,24 @@ def producer_for(settings: dict[str, str]) -> tuple[Any, DeliveryTracker]:
         producer = Producer(settings)
         _producers[key] = (producer, tracker)
     return _producers[key]
+
+
+def native_copier_for(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> Any:
+    """The C copy loop's clients (native_copier.NativeCopier), started once per worker."""
+    from ferry.engine.native_copier import NativeCopier
+
+    key = _key({"consumer": _key(consumer_settings), "producer": _key(producer_settings)})
+    if key not in _native:
+        _native[key] = NativeCopier(consumer_settings, producer_settings)
+    return _native[key]
+
+
+def evict_native(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> None:
+    """Drop a native copier after a failed copy (its producer may be fenced or purged)."""
+    key = _key({"consumer": _key(consumer_settings), "producer": _key(producer_settings)})
+    copier = _native.pop(key, None)
+    if copier is not None:
+        copier.close()
 
 
 def evict(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> None:
