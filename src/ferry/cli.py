@@ -163,6 +163,7 @@ def run(
                         "bytes": p.bytes,
                         "skipped": p.skipped,
                         "seconds": round(p.seconds, 3),
+                        "copier": p.copier,
                     }
                     for p in flows
                 }

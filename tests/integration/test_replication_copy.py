@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ferry.local.broker import BrokerProcess
@@ -37,12 +38,19 @@ def _records(partitions: int, count: int, salt: int) -> list[Rec]:
     for i in range(count):
         key = None if i % 7 == 0 else f"key-{salt}-{i % 50}".encode()
         value = None if i % 11 == 0 else f"value-{salt}-{i}".encode() * (1 + i % 5)
+        if i % 13 == 0:
+            key, value = b"", b"" if value is not None else None  # empty is not null
         out.append(Rec(i % partitions, key, value, HEADER_SETS[i % 3], NOW_MS - 60_000 + i))
     return out
 
 
+@pytest.mark.parametrize("copier", ["native", "python"])
 def test_three_topics_copied_record_for_record(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, BrokerProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+    copier: str,
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     layout = {f"{topic_name}-four": 4, f"{topic_name}-two": 2, f"{topic_name}-one": 1}
@@ -51,10 +59,13 @@ def test_three_topics_copied_record_for_record(
         create_topic(a, topic, partitions)
         sources[topic] = _records(partitions, 10_000 + salt, salt)
         produce(a, topic, sources[topic])
-    config = write_config(tmp_path, kafka_clusters, topics=f"{topic_name}-.*")
+    config = write_config(
+        tmp_path, kafka_clusters, topics=f"{topic_name}-.*", **{"ferry.copier": copier}
+    )
 
     progress = run_once(config, spark)
 
+    assert progress["A->B"].copier == copier  # the loop asked for ran (native: it loaded)
     assert progress["A->B"].records == sum(len(r) for r in sources.values())
     source_id = cluster_id(a)
     for topic, partitions in layout.items():

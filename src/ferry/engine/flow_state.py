@@ -58,8 +58,17 @@ class FlowState:
     def write_latest(self, offsets: dict[str, int]) -> None:
         self._write("latest.json", {"time": time.time(), "offsets": offsets})
 
-    def add_batch(self, batch_id: int, partitions: list[dict[str, Any]], seconds: float) -> None:
+    def add_batch(
+        self,
+        batch_id: int,
+        partitions: list[dict[str, Any]],
+        seconds: float,
+        copiers: list[str] | None = None,
+    ) -> None:
+        """`copiers`: the copy loops the batch's tasks ran (native, python)."""
         stats = self.stats()
+        if copiers:
+            stats["copier"] = ",".join(copiers)
         per = stats.setdefault("partitions", {})
         for p in partitions:
             entry = per.setdefault(tp_key(p["topic"], p["partition"]), {"records": 0, "bytes": 0})

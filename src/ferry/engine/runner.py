@@ -156,6 +156,7 @@ class FlowProgress:
     mb_per_second: float = 0.0
     done: bool = False
     restarts: int = 0
+    copier: str = ""  # the copy loop of the latest batch: native or python
 
 
 @dataclass
@@ -418,6 +419,7 @@ class Runner:
             stats = f.state.stats()
             p = f.progress
             p.records = stats.get("records", 0) - f.baseline.get("records", 0)
+            p.copier = stats.get("copier", p.copier)
             p.bytes = stats.get("bytes", 0) - f.baseline.get("bytes", 0)
             p.skipped = stats.get("skipped", 0) - f.baseline.get("skipped", 0)
             expired = stats.get("expired", 0) - f.baseline.get("expired", 0)

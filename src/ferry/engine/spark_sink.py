@@ -58,6 +58,7 @@ def _use_native(choice: str) -> bool:
 class BinReport(WriterCommitMessage):
     results: list[PartitionResult]
     seconds: float
+    copier: str = "python"  # which copy loop ran: native, python (exactly-once: python)
 
 
 class MirrorSink(DataSourceStreamWriter):
@@ -124,7 +125,7 @@ class MirrorSink(DataSourceStreamWriter):
         except BaseException:
             worker_clients.evict_native(consumer_conf, producer_conf)
             raise
-        return BinReport(results, time.monotonic() - began)
+        return BinReport(results, time.monotonic() - began, "native")
 
     def _copy_exactly_once(
         self,
@@ -190,6 +191,7 @@ class MirrorSink(DataSourceStreamWriter):
                 for r in results
             ],
             max((report.seconds for report in reports), default=0.0),
+            sorted({report.copier for report in reports if report.results}),
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
