@@ -44,6 +44,7 @@ CASES = [
     ),
     ("topics = orders, pay(\n", "'pay(' is not a valid regular expression"),
     ("exactly.once.source.support = on\n", "allowed: disabled, preparing, enabled"),
+    ("A->B.ferry.copier = fast\n", "key 'A->B.ferry.copier': 'fast' is not allowed; allowed: auto"),
     (
         "replication.policy.class = com.example.MyPolicy\n",
         "'com.example.MyPolicy' is not a replication policy ferry implements; allowed: "
@@ -171,3 +172,12 @@ def test_yaml_errors_carry_the_line_of_the_nested_key(tmp_path: Path) -> None:
         )
     assert "ferry.yaml:7, key 'clusters2'" in str(info.value)
     assert "did you mean 'clusters'?" in str(info.value)
+
+
+def test_the_copy_loop_is_chosen_per_flow_and_defaults_to_auto(tmp_path: Path) -> None:
+    (tmp_path / "mm2.properties").write_text(
+        BASE + "A->B.enabled = true\nB->A.enabled = true\nB->A.ferry.copier = Python\n"
+    )
+    config = load_config(tmp_path / "mm2.properties")
+    assert config.flow("A", "B").copier == "auto"
+    assert config.flow("B", "A").copier == "python"

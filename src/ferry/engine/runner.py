@@ -221,6 +221,7 @@ class Runner:
             # spends seconds starting.
             for flow in self.config.enabled_flows:
                 self._prepare(flow)
+                self._check_copier(flow)
             if self._spark is None:
                 spark, archive = start_spark(self.config, write_class_archive=True)
             else:
@@ -278,6 +279,25 @@ class Runner:
         if idle < 30:
             return True, "ok"
         return False, f"ferry run's driver loop has not turned for {idle:.0f}s"
+
+    def _check_copier(self, flow: FlowConfig) -> None:
+        """Say which copy loop runs when it is not the one a user would expect."""
+        if flow.copier == "python" or flow.exactly_once:
+            return
+        from ferry.engine.native_copier import native_module, unavailable_reason
+
+        if native_module() is not None:
+            return
+        if flow.copier == "native":
+            raise FerryError(
+                f"flow {flow.name}: ferry.copier = native, but the native copy loop is not "
+                f"available: {unavailable_reason()}. Fix: reinstall ferry where a C compiler "
+                "is available (make setup), or set ferry.copier = auto"
+            )
+        self._notice(
+            f"flow {flow.name}: copying with the Python loop (the native one is not "
+            f"available: {unavailable_reason()})"
+        )
 
     def _prepare(self, flow: FlowConfig) -> None:
         """The flow's offset-runs topic exists on the target (so both clusters answer)."""
