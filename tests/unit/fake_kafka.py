@@ -117,7 +117,7 @@ class _Position:
     offset: int
     eof_sent: bool = False
     reset_error: bool = False  # assigned below the log start: report it once...
-    waiting_for_seek: bool = False  # ...then fetch nothing until seek()
+    waiting_for_seek: bool = False  # ...then fetch nothing until assigned afresh
 
 
 @dataclass
@@ -128,7 +128,7 @@ class FakeConsumer:
     noise: Callable[[], FakeMessage | None] | None = None
     positions: dict[TP, _Position] = field(default_factory=dict)
     assigned_log: list[list[tuple[str, int, int]]] = field(default_factory=list)
-    seeks: list[tuple[str, int, int]] = field(default_factory=list)
+    reassigned: list[tuple[str, int, int]] = field(default_factory=list)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         partitions = list(partitions)
@@ -149,9 +149,17 @@ class FakeConsumer:
     def unassign(self) -> None:
         self.positions = {}
 
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        for p in partitions:
+            tp = (p.topic, p.partition)
+            self.reassigned.append((*tp, p.offset))
+            self.positions[tp] = _Position(p.offset, reset_error=p.offset < self.logs[tp].low())
+
     def seek(self, partition: TopicPartition) -> None:
         tp = (partition.topic, partition.partition)
-        self.seeks.append((*tp, partition.offset))
+        if self.positions[tp].waiting_for_seek:
+            # As librdkafka: a partition whose fetcher stopped on an offset reset error.
+            raise KafkaException(KafkaError(KafkaError._STATE, "Erroneous state"))
         self.positions[tp] = _Position(partition.offset)
 
     def get_watermark_offsets(

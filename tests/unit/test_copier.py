@@ -388,7 +388,7 @@ def test_records_deleted_by_retention_are_counted_and_copying_goes_on(
 
     result = m.copy(rng(start, 10))[("orders", 0)]
 
-    assert m.consumer.seeks == [("orders", 0, 4)]
+    assert m.consumer.reassigned == [("orders", 0, 4)]
     assert m.copied_upstream() == [4, 5, 6, 7, 8, 9]
     assert (result.expired, result.copied) == (expired, 6)
     assert result.runs == [OffsetRun(4, T0, 6)]

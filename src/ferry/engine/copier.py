@@ -358,7 +358,10 @@ def _skip_expired(
     low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
     result.expired += max(0, min(low, r.end) - cursor[tp])
     cursor[tp] = max(cursor[tp], low)
-    consumer.seek(TopicPartition(tp[0], tp[1], cursor[tp]))
+    # Not seek(): after an offset-reset error the partition's fetcher is in an error state
+    # and librdkafka refuses to seek it (_STATE); assigning it afresh restarts its fetcher.
+    consumer.incremental_unassign([TopicPartition(*tp)])
+    consumer.incremental_assign([TopicPartition(tp[0], tp[1], cursor[tp])])
 
 
 def _next_messages(consumer: Any) -> list[Any]:

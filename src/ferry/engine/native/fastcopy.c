@@ -298,10 +298,16 @@ static int skip_expired(Copier *self, Job *job, Range *r) {
     int64_t upto = low < r->end ? low : r->end;
     if (upto > r->cursor) r->expired += upto - r->cursor;
     if (low > r->cursor) r->cursor = low;
-    rd_kafka_topic_partition_list_t *seek = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(seek, r->topic, r->partition)->offset = r->cursor;
-    rd_kafka_error_t *error = rd_kafka_seek_partitions(self->consumer, seek, 10000);
-    rd_kafka_topic_partition_list_destroy(seek);
+    /* Not a seek: after an offset-reset error the partition's fetcher is in an error state
+     * and librdkafka refuses to seek it (_STATE); assigning it afresh restarts its fetcher. */
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, r->topic, r->partition);
+    rd_kafka_error_t *error = rd_kafka_incremental_unassign(self->consumer, parts);
+    if (!error) {
+        parts->elems[0].offset = r->cursor;
+        error = rd_kafka_incremental_assign(self->consumer, parts);
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
     if (error) {
         set_error(job, "unavailable", r - job->ranges, r->topic, r->partition, r->cursor,
                   rd_kafka_error_code(error), rd_kafka_error_string(error));
