@@ -62,6 +62,7 @@ from bench.harness import (
 from bench.latency import TIMED_KEY, WARM_UP_KEY, PacedProducer, read_latencies
 from bench.replicators import Ferry, MirrorMaker2
 from bench.stats import MB, latency_summary, median, ratio
+from ferry.engine.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 Replicator = Ferry | MirrorMaker2
@@ -593,6 +594,19 @@ def report(
         "latency_seconds": args.latency_seconds,
         "latency_warmup_seconds": args.latency_warmup,
         "ferry_settings": args.set,
+        # Which copy loop ferry's runs used (native: C over librdkafka; python), and the
+        # client settings both copiers ran with (MM2 gets ferry's, see java_tools).
+        "ferry_copier": ",".join(
+            sorted(
+                {
+                    str(c.details.get("summary", {}).get("copier") or "?")
+                    for c in copies
+                    if c.replicator == "ferry"
+                }
+            )
+        ),
+        "producer_settings": dict(PRODUCER_DEFAULTS),
+        "consumer_settings": dict(CONSUMER_DEFAULTS),
         # Headline figures: medians over the runs.
         "limit_mb_s": limit["mb_per_second"],
         "limit_records_s": limit["records_per_second"],
@@ -691,6 +705,12 @@ def _fmt(value: float | None, pattern: str = "{:,.1f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
+def _settings(settings: dict[str, str] | None) -> str:
+    if not settings:
+        return "n/a"
+    return ", ".join(f"`{k}={v}`" for k, v in settings.items())
+
+
 def markdown(r: dict[str, Any]) -> str:
     machine = r["machine"]
     t = r["targets"]
@@ -701,6 +721,9 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['date']}; {machine['cpu_count']} CPUs; Kafka {r['kafka_version']} (brokers, "
         f"perf tools and MM2); pyspark {machine['pyspark']}; librdkafka {machine['librdkafka']}; "
         f"{machine['java']}. Two single-broker clusters and the copier on one machine. "
+        f"ferry's copy loop: {r.get('ferry_copier', '?')}. Both copiers with ferry's client "
+        f"defaults: producer {_settings(r.get('producer_settings'))}; consumer "
+        f"{_settings(r.get('consumer_settings'))}. "
         f"Throughput: medians of {r['runs']} runs (MM2 and ferry alternate who goes first), "
         "after one untimed first run of each on a small topic (as on a machine that ran them "
         "before: jars cached, ferry's JVM class archive written); "
