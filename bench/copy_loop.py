@@ -41,7 +41,13 @@ def thread_cpu() -> dict[str, float]:
 
 
 def copy_round(
-    loop: str, a: str, b: str, topic: str, partitions: int, records: int
+    loop: str,
+    a: str,
+    b: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    overrides: dict[str, dict[str, str]],
 ) -> dict[str, Any]:
     remote = f"A.{topic}.{loop}.{uuid.uuid4().hex[:6]}"
     create_topic(b, remote, partitions)
@@ -87,6 +93,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--loops", default="python,native")
     parser.add_argument("--out", type=Path)
+    for role in ("consumer", "producer"):
+        parser.add_argument(
+            f"--{role}",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a librdkafka setting of the copy {role} over ferry's default (repeatable)",
+        )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.bootstrap_a:
@@ -102,9 +116,13 @@ def run(args: argparse.Namespace, a: str, b: str) -> None:
     preload(a, topic, args.partitions, args.records, make_values(1024))
     rounds = []
     loops = args.loops.split(",")
+    overrides = {
+        role: dict(item.split("=", 1) for item in getattr(args, role))
+        for role in ("consumer", "producer")
+    }
     for i in range(args.rounds):
         for loop in loops if i % 2 == 0 else reversed(loops):
-            rounds.append(copy_round(loop, a, b, topic, args.partitions, args.records))
+            rounds.append(copy_round(loop, a, b, topic, args.partitions, args.records, overrides))
             print(json.dumps(rounds[-1]), flush=True)
     summary = {
         loop: {

@@ -181,3 +181,13 @@ def test_the_copy_loop_is_chosen_per_flow_and_defaults_to_auto(tmp_path: Path) -
     config = load_config(tmp_path / "mm2.properties")
     assert config.flow("A", "B").copier == "auto"
     assert config.flow("B", "A").copier == "python"
+
+
+def test_batch_caps_default_by_mode_and_follow_the_keys(tmp_path: Path) -> None:
+    (tmp_path / "mm2.properties").write_text(
+        BASE + "A->B.enabled = true\nB->A.enabled = true\n"
+        "B->A.exactly.once.source.support = enabled\nB->A.ferry.batch.max.records = 7\n"
+    )
+    config = load_config(tmp_path / "mm2.properties")
+    assert config.flow("A", "B").batch_caps == (4_000_000, 1024**3)
+    assert config.flow("B", "A").batch_caps == (7, 256 * 1024**2)  # transactions stay small

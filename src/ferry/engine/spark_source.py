@@ -121,7 +121,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.flow.batch_max_records)
+        return ReadMaxRows(self.flow.batch_caps[0])
 
     def prepareForTriggerAvailableNow(self) -> None:
         try:
@@ -163,8 +163,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = admit(
             begin,
             latest,
-            max_records=None if unlimited else (max_records or self.flow.batch_max_records),
-            max_bytes=None if unlimited else self.flow.batch_max_bytes,
+            max_records=None if unlimited else (max_records or self.flow.batch_caps[0]),
+            max_bytes=None if unlimited else self.flow.batch_caps[1],
             record_bytes=self.state.record_bytes(),
         )
         result = dict(start)

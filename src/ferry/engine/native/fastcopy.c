@@ -435,7 +435,13 @@ static int handle(Copier *self, Job *job, rd_kafka_message_t *m, double now_ms,
         char value[1200];
         int len = snprintf(value, sizeof value, "%s%" PRId64 "%s", r->origin_before, offset,
                            r->origin_after);
-        if (len < 0 || (size_t)len >= sizeof value) len = (int)sizeof value - 1;
+        if (len < 0 || (size_t)len >= sizeof value) {
+            rd_kafka_headers_destroy(hdrs);
+            set_error(job, "consume", r - job->ranges, r->topic, r->partition, offset,
+                      RD_KAFKA_RESP_ERR__INVALID_ARG,
+                      "the origin header would be longer than 1200 bytes (alias too long?)");
+            return -1;
+        }
         if (hdrs == NULL) hdrs = rd_kafka_headers_new(1);
         rd_kafka_header_add(hdrs, ORIGIN_HEADER, sizeof ORIGIN_HEADER - 1, value, (ssize_t)len);
     }
