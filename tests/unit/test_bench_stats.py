@@ -90,7 +90,7 @@ def test_java_clients_get_ferrys_settings() -> None:
     producer = producer_settings()
     assert producer["linger.ms"] == "10"
     assert producer["batch.size"] == "1000000"
-    assert producer["compression.type"] == "none"
+    assert producer["compression.type"] == "lz4"
     assert producer["acks"] == "all"
     assert producer["enable.idempotence"] == "true"
     consumer = consumer_settings()
@@ -105,7 +105,7 @@ def test_mm2_copies_one_topic_with_one_task_per_partition_and_fresh_internal_top
     assert props["A->B.enabled"] == "true"
     assert props["B->A.enabled"] == "false"
     assert props["tasks.max"] == "8"
-    assert props["B.producer.compression.type"] == "none"
+    assert props["B.producer.compression.type"] == "lz4"
     assert props["A.consumer.isolation.level"] == "read_committed"
     assert props["offset.storage.topic"] == "mm2-offsets-run1.internal"
     assert props["B.group.id"] == "mm2-run1"

@@ -13,7 +13,7 @@ committed, and `commit` only updates the counters.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,21 @@ from ferry.offset_runs import OffsetSyncRecord
 from ferry.policy import policy_for
 
 __all__ = ["BinReport", "MirrorSink"]
+
+
+def _dropping_clients_on_failure(
+    copy: Callable[[], list[PartitionResult]], drop: Callable[[], None]
+) -> list[PartitionResult]:
+    """Run a copy; if it fails, drop its clients (a producer may be fenced, in a fatal state
+    or hold purged copies) and turn ferry's errors into the one line Spark passes on."""
+    try:
+        return copy()
+    except FerryError as exc:
+        drop()
+        raise RuntimeError(error_to_text(exc)) from None
+    except BaseException:
+        drop()
+        raise
 
 
 def _use_native(choice: str) -> bool:
@@ -92,40 +107,21 @@ class MirrorSink(DataSourceStreamWriter):
             return BinReport(results, time.monotonic() - began)
         producer_conf = producer_settings(self.spec.target)
         if _use_native(self.spec.flow.copier):
-            return self._copy_native(consumer_conf, producer_conf, ranges, ctx, began)
+            from ferry.engine.native_copier import copy_bin_native
+
+            copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
+            results = _dropping_clients_on_failure(
+                lambda: copy_bin_native(copier, ranges, ctx),
+                lambda: worker_clients.evict_native(consumer_conf, producer_conf),
+            )
+            return BinReport(results, time.monotonic() - began, "native")
         consumer = worker_clients.consumer_for(consumer_conf)
         producer, tracker = worker_clients.producer_for(producer_conf)
-        try:
-            results = copy_bin(consumer, producer, tracker, ranges, ctx)
-        except FerryError as exc:
-            worker_clients.evict(consumer_conf, producer_conf)
-            raise RuntimeError(error_to_text(exc)) from None
-        except BaseException:
-            worker_clients.evict(consumer_conf, producer_conf)
-            raise
+        results = _dropping_clients_on_failure(
+            lambda: copy_bin(consumer, producer, tracker, ranges, ctx),
+            lambda: worker_clients.evict(consumer_conf, producer_conf),
+        )
         return BinReport(results, time.monotonic() - began)
-
-    def _copy_native(
-        self,
-        consumer_conf: dict[str, str],
-        producer_conf: dict[str, str],
-        ranges: list[CopyRange],
-        ctx: CopyContext,
-        began: float,
-    ) -> BinReport:
-        from ferry.engine import worker_clients
-        from ferry.engine.native_copier import copy_bin_native
-
-        copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
-        try:
-            results = copy_bin_native(copier, ranges, ctx)
-        except FerryError as exc:
-            worker_clients.evict_native(consumer_conf, producer_conf)
-            raise RuntimeError(error_to_text(exc)) from None
-        except BaseException:
-            worker_clients.evict_native(consumer_conf, producer_conf)
-            raise
-        return BinReport(results, time.monotonic() - began, "native")
 
     def _copy_exactly_once(
         self,
