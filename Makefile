@@ -39,7 +39,7 @@ demo: setup
 	$(BIN)/ferry demo
 
 # ferry against MirrorMaker 2 and the brokers' own limit (Kafka's perf tools) on two local
-# clusters: 2,000,000 x 1 KiB records, 8 partitions, 3 throughput runs, then 60 s at 5,000
+# clusters: 2,000,000 x 1 KiB records, 8 partitions, 5 throughput runs, then 60 s at 5,000
 # records/s for latency (BENCH_RECORDS, BENCH_REPEAT, BENCH_PARTITIONS, BENCH_VALUE_BYTES,
 # BENCH_LATENCY_RATE, BENCH_LATENCY_SECONDS, BENCH_LATENCY_REPEAT change that; or pass flags:
 # .venv/bin/python -m bench.compare --help). MM2 and the perf tools come from Maven Central

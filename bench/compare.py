@@ -82,7 +82,7 @@ def parse_args() -> argparse.Namespace:
     add("--records", type=int, default=_env_int("BENCH_RECORDS", 2_000_000))
     add("--value-bytes", type=int, default=_env_int("BENCH_VALUE_BYTES", 1024))
     add("--partitions", type=int, default=_env_int("BENCH_PARTITIONS", 8))
-    add("--repeat", type=int, default=_env_int("BENCH_REPEAT", 3), help="throughput rounds")
+    add("--repeat", type=int, default=_env_int("BENCH_REPEAT", 5), help="throughput rounds")
     add("--latency-rate", type=float, default=_env_float("BENCH_LATENCY_RATE", 5000))
     add("--latency-seconds", type=float, default=_env_float("BENCH_LATENCY_SECONDS", 60))
     add(

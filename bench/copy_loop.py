@@ -93,6 +93,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--loops", default="python,native")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--topic", help="copy this topic of A (its records spread evenly), instead of preloading"
+    )
     for role in ("consumer", "producer"):
         parser.add_argument(
             f"--{role}",
@@ -111,9 +114,11 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, a: str, b: str) -> None:
-    topic = f"copy-loop-{uuid.uuid4().hex[:8]}"
-    create_topic(a, topic, args.partitions)
-    preload(a, topic, args.partitions, args.records, make_values(1024))
+    topic = args.topic or f"copy-loop-{uuid.uuid4().hex[:8]}"
+    if not args.topic:
+        create_topic(a, topic, args.partitions)
+        preload(a, topic, args.partitions, args.records, make_values(1024))
+        print(json.dumps({"preloaded": topic}), flush=True)
     rounds = []
     loops = args.loops.split(",")
     overrides = {
