@@ -1,0 +1,34 @@
+"""`ferry.copier`: which copy loop a task runs, and what happens when the native one is absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.engine import native_copier
+from ferry.engine.spark_sink import _use_native
+
+
+def test_python_is_used_when_asked_for_whatever_is_built() -> None:
+    assert _use_native("python") is False
+
+
+def test_without_the_extension_auto_falls_back_and_native_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(native_copier, "_loaded", True)
+    monkeypatch.setattr(native_copier, "_module", None)
+    monkeypatch.setattr(native_copier, "_reason", "ImportError: no _fastcopy")
+
+    assert _use_native("auto") is False
+    with pytest.raises(RuntimeError, match=r"ferry.copier = native.*no _fastcopy.*make setup"):
+        _use_native("native")
+
+
+def test_the_built_extension_loads_against_confluent_kafkas_librdkafka() -> None:
+    # make setup builds it on every machine with a C compiler (this one has one).
+    module = native_copier.native_module()
+    assert module is not None, native_copier.unavailable_reason()
+    version_text, _ = module.library_version()
+    import confluent_kafka
+
+    assert version_text == confluent_kafka.libversion()[0]
