@@ -35,6 +35,10 @@ from ferry.provenance import origin_prefix
 
 __all__ = ["NativeCopier", "copy_bin_native", "native_module", "unavailable_reason"]
 
+# What the C loop needs to know besides the ranges, in the plain types it reads.
+_UNREACHABLE = tuple(int(code) for code in UNREACHABLE_CODES)
+_BUCKETS = tuple(float(bound) for bound in BUCKETS_MS)
+
 _module: Any = None
 _reason: str | None = None
 _loaded = False
@@ -119,9 +123,9 @@ def copy_bin_native(
     results, error = copier._copier.copy(
         specs,
         f"{ctx.target_cluster_id}|".encode(),
-        tuple(int(code) for code in UNREACHABLE_CODES),
+        _UNREACHABLE,
         ctx.stall_timeout,
-        tuple(float(b) for b in BUCKETS_MS),
+        _BUCKETS,
         LATENCY_SAMPLE_MASK,
     )
     if error is not None:
