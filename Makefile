@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
 
-$(STAMP): pyproject.toml setup.py src/ferry/engine/native/fastcopy.c
+$(STAMP): pyproject.toml setup.py src/ferry/engine/copy/native/fastcopy.c
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	@command -v java >/dev/null || { echo "need Java 17 (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "need Maven (apt-get install maven)"; exit 1; }

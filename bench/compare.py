@@ -62,7 +62,7 @@ from bench.harness import (
 from bench.latency import TIMED_KEY, WARM_UP_KEY, PacedProducer, read_latencies
 from bench.replicators import Ferry, MirrorMaker2
 from bench.stats import MB, latency_summary, median, ratio
-from ferry.engine.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 Replicator = Ferry | MirrorMaker2

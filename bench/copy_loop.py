@@ -26,9 +26,11 @@ from confluent_kafka import Consumer, Producer
 
 from bench.harness import create_topic, local_clusters, make_values, preload
 from ferry.config.model import ClusterConfig, FlowConfig
-from ferry.engine.client_settings import consumer_settings, producer_settings
-from ferry.engine.copier import CopyContext, CopyRange, DeliveryTracker, copy_bin
-from ferry.engine.native_copier import NativeCopier, copy_bin_native
+from ferry.engine.copy.client_settings import consumer_settings, producer_settings
+from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.native_loop import NativeCopier, copy_bin_native
+from ferry.engine.copy.python_loop import copy_bin
+from ferry.engine.copy.types import CopyContext, CopyRange
 
 
 def thread_cpu() -> dict[str, float]:

@@ -11,7 +11,7 @@ classified by its /proc/<pid>/cmdline into a kind:
 - `ferry driver`: the `ferry run` process itself (ferry's Python and Spark's py4j client);
 - `Spark driver JVM` (and `Spark launcher JVM`, should a launcher appear);
 - `copy workers`: the task workers, forked by Spark's worker daemon for `pyspark.worker`
-  (`python -m ferry.engine.python_workers pyspark.worker`): they read the source and write
+  (`python -m ferry.engine.spark.python_workers pyspark.worker`): they read the source and write
   the target;
 - `task worker daemon`: that daemon itself (`spark.python.daemon.module`), which forks them;
 - `python: <module>`: Spark's other Python processes, by module: the data source planners
@@ -76,7 +76,7 @@ COPY = "copy workers (pyspark.worker forks)"
 DAEMON = "task worker daemon (forks only)"
 MAIN_THREAD = "Python main thread"
 UNATTRIBUTED = "threads exited between samples"
-DAEMON_MODULES = {"pyspark.daemon", "ferry.engine.python_workers"}
+DAEMON_MODULES = {"pyspark.daemon", "ferry.engine.spark.python_workers"}
 
 
 def parse_args() -> argparse.Namespace:

@@ -6,7 +6,7 @@ and `connect-mirror` of the brokers' Kafka version and lets Maven resolve their 
 dependencies: connect-runtime, connect-json, connect-mirror-client, ...). Logging is Log4j 2
 through log4j-slf4j-impl, the only SLF4J binding on that classpath; every tool logs to a file.
 
-Client settings mirror ferry's defaults (`ferry.engine.client_settings`), translated to the
+Client settings mirror ferry's defaults (`ferry.engine.copy.client_settings`), translated to the
 Java clients' names, so every copier batches, compresses and fetches alike.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.engine.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
 
 # librdkafka name -> Java client name, for the settings ferry sets by default.

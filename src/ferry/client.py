@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException
 
 from ferry import topology
 from ferry.config.model import ClusterConfig
-from ferry.engine.kafka_errors import unavailable
+from ferry.kafka.errors import unavailable
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy

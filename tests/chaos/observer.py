@@ -11,8 +11,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from ferry.kafka_logging import quiet
-from ferry.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.log import quiet
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from tests.chaos.audit import Record
 from tests.chaos.traffic import digest
 

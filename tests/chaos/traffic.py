@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from ferry.kafka_logging import quiet
+from ferry.kafka.log import quiet
 
 __all__ = ["SteadyProducer", "digest"]
 

@@ -7,7 +7,7 @@ import time
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ferry.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 
 TP = tuple[str, int]
 

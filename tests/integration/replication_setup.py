@@ -9,8 +9,8 @@ from typing import Any
 
 from ferry.config import FerryConfig, load_config
 from ferry.engine.runner import FlowProgress, Runner
+from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local.broker import BrokerProcess
-from ferry.provenance import ORIGIN_HEADER
 from tests.integration.kafka_helpers import Rec
 
 

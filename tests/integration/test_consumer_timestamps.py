@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
-from ferry.consumer_timestamps import (
+from ferry.local.broker import BrokerProcess
+from ferry.offsets.consumer_timestamps import (
     CONSUMER_TIMESTAMPS_TOPIC,
     ConsumerTimestampsRecorder,
     TimestampMirror,
@@ -19,7 +20,6 @@ from ferry.consumer_timestamps import (
     offsets_for_timestamps,
     read_group_timestamps,
 )
-from ferry.local.broker import BrokerProcess
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,14 +11,16 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from ferry.config import load_config
-from ferry.engine.client_settings import consumer_settings, flow_group, producer_settings
-from ferry.engine.copier import CopyContext, CopyRange, DeliveryTracker, copy_ranges
-from ferry.engine.exactly_once import TransactionalSettings
-from ferry.kafka_logging import quiet
+from ferry.engine.copy.client_settings import consumer_settings, flow_group, producer_settings
+from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.exactly_once import TransactionalSettings
+from ferry.engine.copy.python_loop import copy_ranges
+from ferry.engine.copy.types import CopyContext, CopyRange
+from ferry.kafka.log import quiet
+from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
 from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
-from ferry.provenance import Origin
 from tests.integration.kafka_helpers import (
     RECENT_MS,
     Rec,

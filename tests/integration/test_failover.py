@@ -235,7 +235,7 @@ def test_failover_by_timestamp_redelivers_only_the_last_record_consumed(
 ) -> None:
     from confluent_kafka import Consumer
 
-    from ferry.consumer_timestamps import ConsumerTimestampsRecorder
+    from ferry.offsets.consumer_timestamps import ConsumerTimestampsRecorder
 
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     group = f"ts-app-{uuid.uuid4().hex[:6]}"

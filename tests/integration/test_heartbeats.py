@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from ferry.config import load_config
 from ferry.errors import ReplicationError
 from ferry.local.broker import BrokerProcess
-from ferry.metadata.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from ferry.tasks.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from tests.integration.replication_setup import write_config
 
 
@@ -46,7 +46,7 @@ def test_emitted_heartbeats_land_in_a_single_partition_compacted_topic(
 ) -> None:
     from confluent_kafka.admin import ConfigResource
 
-    from ferry.mm2_records import Heartbeat
+    from ferry.kafka.mm2_records import Heartbeat
     from tests.integration.kafka_helpers import read_all
 
     config = load_config(

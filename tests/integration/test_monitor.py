@@ -27,7 +27,7 @@ from ferry.config import FerryConfig, load_config
 from ferry.engine.runner import Runner
 from ferry.errors import KafkaUnavailableError
 from ferry.local.broker import BrokerProcess
-from ferry.metrics_http import MetricsServer
+from ferry.monitor.http import MetricsServer
 from ferry.monitor.sampler import KafkaSampler, OffsetPair
 from ferry.monitor.service import MonitorService
 from ferry.monitor.sync_delay import DelayKind

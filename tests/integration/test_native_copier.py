@@ -13,13 +13,13 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ferry.engine.client_settings import consumer_settings, producer_settings
-from ferry.engine.copier import EARLIEST, CopyContext, CopyRange
-from ferry.engine.native_copier import NativeCopier, copy_bin_native, native_module
+from ferry.engine.copy.client_settings import consumer_settings, producer_settings
+from ferry.engine.copy.native_loop import NativeCopier, copy_bin_native, native_module
+from ferry.engine.copy.types import EARLIEST, CopyContext, CopyRange
 from ferry.errors import ReplicationError
+from ferry.kafka.offset_runs import OffsetRun
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local.broker import BrokerProcess
-from ferry.offset_runs import OffsetRun
-from ferry.provenance import ORIGIN_HEADER, Origin
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_offsets
 from tests.integration.replication_setup import write_config
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from ferry.kafka.offset_runs import OffsetSyncRecord
+from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
-from ferry.offset_runs import OffsetSyncRecord
-from ferry.provenance import Origin
 from tests.integration.compaction import has_gap, read_all_with_gaps, wait_for_compaction
 from tests.integration.kafka_helpers import (
     Rec,

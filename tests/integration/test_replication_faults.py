@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from ferry.errors import ReplicationError
+from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
-from ferry.provenance import Origin
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import (
     Rec,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferry.engine.plan import MIN_BIN_BYTES, PartitionRange, bin_count
+from ferry.engine.plan.batches import MIN_BIN_BYTES, PartitionRange, bin_count
 
 
 def ranges(*counts: int) -> list[PartitionRange]:

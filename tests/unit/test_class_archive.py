@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ferry.engine.class_archive import (
+from ferry.engine.spark.class_archive import (
     KEEP_ARCHIVES,
     QUIET,
     ClassArchive,

@@ -11,7 +11,7 @@ from tests.ferry_cli import run_ferry
 def test_client_modules_do_not_import_spark() -> None:
     code = (
         "import sys, ferry, ferry.config, ferry.policy, ferry.errors, ferry.client\n"
-        "import ferry.consumer_timestamps, ferry.mm2_records, ferry.offsets.index\n"
+        "import ferry.offsets.consumer_timestamps, ferry.kafka.mm2_records, ferry.offsets.index\n"
         "heavy = [m for m in ('pyspark', 'py4j', 'pyarrow') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -13,7 +13,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.consumer_timestamps import (
+from ferry.errors import FerryError
+from ferry.local.broker import free_port
+from ferry.offsets.consumer_timestamps import (
     CONSUMER_TIMESTAMPS_TOPIC,
     ConsumerTimestampsRecorder,
     TimestampPosition,
@@ -24,8 +26,6 @@ from ferry.consumer_timestamps import (
     offsets_for_timestamps,
     read_group_timestamps,
 )
-from ferry.errors import FerryError
-from ferry.local.broker import free_port
 
 naturals = st.integers(min_value=0, max_value=2**63 - 1)
 

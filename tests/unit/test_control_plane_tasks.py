@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.control_plane import ControlPlane
+from ferry.tasks.control_plane import ControlPlane
 
 ALL = [
     "A->B heartbeats",

@@ -14,18 +14,13 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import KafkaError
 
-from ferry.engine.copier import (
-    EARLIEST,
-    CopyContext,
-    CopyRange,
-    DeliveryTracker,
-    PartitionResult,
-    copy_bin,
-)
-from ferry.engine.record_size import single_record_batch_size
+from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.python_loop import copy_bin
+from ferry.engine.copy.record_size import single_record_batch_size
+from ferry.engine.copy.types import EARLIEST, CopyContext, CopyRange, PartitionResult
 from ferry.errors import KafkaUnavailableError, ReplicationError
-from ferry.offset_runs import OffsetRun
-from ferry.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.offset_runs import OffsetRun
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from tests.unit.fake_kafka import FakeConsumer, FakeMessage, FakeProducer, Log, Rec, log_of
 
 SOURCE_ID = "c291cmNlLWNsdXN0ZXItaWQ"

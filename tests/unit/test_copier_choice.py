@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.engine import native_copier
-from ferry.engine.spark_sink import _use_native
+from ferry.engine.copy import native_loop as native_copier
+from ferry.engine.spark.sink import _use_native
 
 
 def test_python_is_used_when_asked_for_whatever_is_built() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.metadata.durability import TopicFacts, judge_producer, judge_topic
+from ferry.ops.durability import TopicFacts, judge_producer, judge_topic
 
 
 def kinds(rf: int, **configs: str) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.engine.copier import EARLIEST, CopyContext
-from ferry.engine.exactly_once import TransactionalSettings, resume_at, transactional_id
+from ferry.engine.copy.exactly_once import TransactionalSettings, resume_at, transactional_id
+from ferry.engine.copy.types import EARLIEST, CopyContext
 
 CTX = CopyContext("A", "a:1", "ida", "B", "b:1", "idb")
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.mm2_records import Checkpoint, Heartbeat, MM2FormatError
+from ferry.kafka.mm2_records import Checkpoint, Heartbeat, MM2FormatError
 
 
 def _hex(text: str) -> bytes:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.offset_runs import OffsetRun, runs_from_pairs
+from ferry.kafka.offset_runs import OffsetRun, runs_from_pairs
 from ferry.offsets.index import Match, OffsetIndex, RunMap
 
 # --- a per-offset model of "later runs win" -----------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.mm2_records import Checkpoint
+from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.rules import offsets_to_sync, should_emit
 
 

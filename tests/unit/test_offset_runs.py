@@ -7,7 +7,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.offset_runs import OffsetRun, OffsetSyncRecord, RunBuilder, runs_from_pairs
+from ferry.kafka.offset_runs import OffsetRun, OffsetSyncRecord, RunBuilder, runs_from_pairs
 
 
 @st.composite

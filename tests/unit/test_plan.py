@@ -1,6 +1,6 @@
 """Batch planning: admission control (`admit`) and sticky, balanced bins (`pack_bins`).
 
-Property tests check the invariants stated in `ferry.engine.plan`'s docstrings; the worked
+Property tests check the invariants stated in `ferry.engine.plan.batches`'s docstrings; the worked
 examples pin down the arithmetic on small cases that can be checked by hand.
 """
 
@@ -11,7 +11,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.engine.plan import DEFAULT_RECORD_BYTES, TP, PartitionRange, admit, pack_bins
+from ferry.engine.plan.batches import DEFAULT_RECORD_BYTES, TP, PartitionRange, admit, pack_bins
 
 EPS = 1e-6  # relative tolerance for float loads and scales
 
@@ -275,7 +275,7 @@ def test_pack_bins_weighs_unknown_partitions_at_the_default_record_size() -> Non
 
 
 def test_range_start_decides_from_the_batch_offsets_alone() -> None:
-    from ferry.engine.plan import EARLIEST, range_start
+    from ferry.engine.plan.batches import EARLIEST, range_start
 
     assert range_start(None, 10) == EARLIEST  # a new partition: from its earliest record
     assert range_start(None, 0) is None  # new and empty

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.provenance import Origin, origin_prefix
+from ferry.kafka.provenance import Origin, origin_prefix
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 topics = st.text(LETTERS + "._-", min_size=1, max_size=249)

@@ -7,7 +7,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from ferry.engine.python_workers import _spark_zips, installed_matches_zip, wrapper_script
+from ferry.engine.spark.python_workers import _spark_zips, installed_matches_zip, wrapper_script
 
 
 def make_zip(path: Path, package: str, version: str) -> str:

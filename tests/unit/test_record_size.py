@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ferry.engine.record_size import BATCH_OVERHEAD, single_record_batch_size, varint_size
+from ferry.engine.copy.record_size import BATCH_OVERHEAD, single_record_batch_size, varint_size
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

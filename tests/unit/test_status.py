@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ferry.metadata.status import FlowStatus, PartitionStatus, newest_heartbeat, partition_statuses
-from ferry.mm2_records import Checkpoint, Heartbeat
+from ferry.kafka.mm2_records import Checkpoint, Heartbeat
+from ferry.ops.status import FlowStatus, PartitionStatus, newest_heartbeat, partition_statuses
 
 
 def beat(source: str, target: str, ts: int) -> tuple[bytes | None, bytes | None]:

@@ -1,5 +1,10 @@
-"""The replication engine: a Spark planner source, a mirror sink, and the runner around them.
+"""The replication engine, in three layers and a runner.
 
-Pure planning code (`plan`) and the per-task copy loop (`copier`) import no PySpark; only
-`spark_source`, `spark_sink` and `runner` do.
+- `plan`: what a micro-batch copies (admission control, bins: pure) and the remote topics
+  that must exist before it does.
+- `copy`: the per-task copy loops (Python and native), their shared types, delivery reports,
+  exactly-once transactions and the clients cached per Python worker. No PySpark.
+- `spark`: the Spark side: session settings, the planner source, the mirror sink, the Python
+  worker daemon and the driver JVM's class archive.
+- `runner`: one streaming query per flow, watched, restarted with backoff, stopped cleanly.
 """

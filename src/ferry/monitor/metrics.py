@@ -1,4 +1,4 @@
-"""What `ferry monitor` exposes to Prometheus (served by `ferry.metrics_http`).
+"""What `ferry monitor` exposes to Prometheus (served by `ferry.monitor.http`).
 
 One registry per monitor (not prometheus-client's global one), so tests can run several
 monitors in one process.

@@ -22,10 +22,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.engine.selection import TopicSelector
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.monitor.sync_delay import DelayKind
 from ferry.policy import policy_for
+from ferry.selection import TopicSelector
 
 __all__ = ["FlowSample", "KafkaSampler", "OffsetPair", "Sampler"]
 

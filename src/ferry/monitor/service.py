@@ -24,7 +24,7 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
-from ferry.metrics_http import MetricsServer
+from ferry.monitor.http import MetricsServer
 from ferry.monitor.metrics import DEFAULT_PORT, MonitorMetrics
 from ferry.monitor.sampler import FlowSample, KafkaSampler, OffsetPair, Sampler
 from ferry.monitor.sync_delay import Alert, DelayKind, SyncDelayDetector

@@ -20,11 +20,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig
-from ferry.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
-from ferry.engine.kafka_errors import unavailable
-from ferry.engine.selection import TopicSelector
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
-from ferry.kafka_logging import quiet
+from ferry.kafka.errors import unavailable
+from ferry.kafka.log import quiet
+from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.offsets.translation import (
@@ -34,6 +33,7 @@ from ferry.offsets.translation import (
     inverse_positions,
 )
 from ferry.policy import policy_for
+from ferry.selection import TopicSelector
 
 __all__ = ["FailoverPlan", "apply_failover", "plan_failover", "plan_failover_by_timestamp"]
 
@@ -173,7 +173,7 @@ def plan_failover_by_timestamp(
         raise FerryError(
             f"no consumer timestamps recorded for group {group} ({from_alias}'s "
             "__consumer_timestamps); applications record them by committing through "
-            "ferry.consumer_timestamps.ConsumerTimestampsRecorder"
+            "ferry.offsets.consumer_timestamps.ConsumerTimestampsRecorder"
         )
     selector = TopicSelector(flow, policy)
     target_admin = GroupAdmin(config.clusters[to_alias], timeout=timeout)

@@ -12,9 +12,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from ferry.config.model import ClusterConfig, FlowConfig
-from ferry.engine.kafka_errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.errors import FerryError
-from ferry.kafka_logging import quiet
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.log import quiet
 
 __all__ = ["GroupAdmin", "GroupState", "group_filter"]
 

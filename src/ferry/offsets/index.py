@@ -1,7 +1,8 @@
 """The offset index: exact translation of consumer positions between two clusters.
 
-Pure code, no I/O. Built from a flow's offset runs (see `ferry.offset_runs`), in the order they
-were written. A position is "the offset of the next record to read", as Kafka commits it.
+Pure code, no I/O. Built from a flow's offset runs (see `ferry.kafka.offset_runs`), in the
+order they were written. A position is "the offset of the next record to read", as Kafka
+commits it.
 
 Forward (failover, upstream -> downstream): the downstream offset of the first replicated
 record at or after the upstream position. A position inside a gap (compaction, a transaction
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from ferry.offset_runs import OffsetRun
+from ferry.kafka.offset_runs import OffsetRun
 
 __all__ = ["Match", "OffsetIndex", "RunMap", "Translation"]
 

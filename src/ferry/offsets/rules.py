@@ -11,7 +11,7 @@ moves a target offset backwards: a group that consumed further on the target kee
 
 from __future__ import annotations
 
-from ferry.mm2_records import Checkpoint
+from ferry.kafka.mm2_records import Checkpoint
 
 __all__ = ["offsets_to_sync", "should_emit"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 
 from ferry.config.model import ClusterConfig
-from ferry.mm2_records import Checkpoint, MM2FormatError
-from ferry.offset_runs import OffsetSyncRecord
+from ferry.kafka.mm2_records import Checkpoint, MM2FormatError
+from ferry.kafka.offset_runs import OffsetSyncRecord
+from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.index import OffsetIndex
-from ferry.offsets.topic_reader import TopicTail
 
 __all__ = ["CheckpointStore", "RunsStore"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ferry.mm2_records import Checkpoint
+from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.index import Match
 from ferry.offsets.stores import RunsStore
 from ferry.policy import ReplicationPolicy

@@ -1,0 +1,400 @@
+"""The `ferry` command line. Thin: parse options, call the library, print, pick the exit code.
+
+Errors ferry raises on purpose (FerryError) are printed as one clear message and exit 1;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ferry.errors import FerryError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="ferry: Kafka cross-datacenter replication and disaster recovery, on Apache Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, for trying ferry.")
+app.add_typer(local_app, name="local")
+
+# soft_wrap: paths and keys must stay on one line, so logs and tests can grep them.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
+DirOption = Annotated[
+    Path | None,
+    typer.Option("--dir", help="Where clusters keep data and logs [default: ./.ferry-local]"),
+]
+
+
+@local_app.command("up")
+def local_up(
+    clusters: Annotated[str, typer.Option(help="Comma-separated cluster aliases")] = "A,B",
+    directory: DirOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {alias: bootstrap} only")] = False,
+    broker_settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Broker setting KEY=VALUE for all clusters, or ALIAS:KEY=VALUE for one "
+            "(values may use {port} and {controller_port}). Repeatable.",
+        ),
+    ] = None,
+    client_settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--client",
+            help="librdkafka setting KEY=VALUE (or ALIAS:KEY=VALUE) a client needs to reach the "
+            "brokers, e.g. SASL credentials; used to check they answer. Repeatable.",
+        ),
+    ] = None,
+    heap: Annotated[str, typer.Option(help="JVM heap per broker")] = "512m",
+) -> None:
+    """Start one single-node Kafka cluster per alias and wait until each answers."""
+    from ferry.local import clusters as local
+
+    aliases = [a.strip() for a in clusters.split(",") if a.strip()]
+    overrides = local.parse_cluster_settings(broker_settings or [], aliases)
+    clients = local.parse_cluster_settings(client_settings or [], aliases, "client setting")
+    started = local.up(aliases, directory, overrides, heap=heap, clients=clients)
+    if as_json:
+        print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
+        return
+    for alias, broker in started.items():
+        out.print(f"cluster [bold]{alias}[/]: {broker.bootstrap}  (pid {broker.pid})")
+    out.print(f"stop them with: ferry local down --dir {Path(directory or local.default_dir())}")
+
+
+@local_app.command("down")
+def local_down(
+    directory: DirOption = None,
+    keep_data: Annotated[bool, typer.Option(help="Keep data and logs")] = False,
+) -> None:
+    """Stop exactly the brokers `ferry local up` started in DIR."""
+    from ferry.local import clusters as local
+
+    stopped = local.down(directory, keep_data=keep_data)
+    out.print(f"stopped: {', '.join(stopped)}" if stopped else "no running local clusters")
+
+
+@local_app.command("provision")
+def local_provision() -> None:
+    """Fetch the pinned Apache Kafka jars from Maven Central into the cache (once)."""
+    from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
+
+    home = ensure_kafka(quiet=False)
+    out.print(f"Apache Kafka {KAFKA_VERSION}: {home}")
+
+
+@app.command()
+def validate(config: ConfigOption) -> None:
+    """Check a config file and print what ferry will do with it."""
+    from ferry.config import load_config
+
+    cfg = load_config(config)
+    for key in cfg.ignored_keys:
+        err.print(
+            f"[yellow]note[/]: {config}: key '{key}' only matters to MirrorMaker, "
+            "Kafka Connect or Java clients; ignored"
+        )
+    out.print(f"{config}: valid")
+    out.print(
+        f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"
+    )
+    for flow in cfg.flows:
+        state = "enabled" if flow.enabled else "disabled"
+        out.print(
+            f"  flow {flow.name}: {state}, policy {flow.policy.kind}, topics {list(flow.topics)}, "
+            f"exactly-once {'on' if flow.exactly_once else 'off'}"
+        )
+    out.print(f"  state dir: {cfg.state_dir}")
+
+
+@app.command()
+def run(
+    config: ConfigOption,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Copy everything available at start, then exit 0"),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Serve Prometheus /metrics and /healthz on 127.0.0.1:PORT (0: any)"),
+    ] = None,
+) -> None:
+    """Replicate every enabled flow (one Spark streaming query each) until stopped."""
+    from ferry.cli.progress_view import ProgressView, summary_table
+    from ferry.config import load_config
+    from ferry.engine.runner import Runner
+
+    cfg = load_config(config)
+    for flow in cfg.enabled_flows:
+        err.print(
+            f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
+            f"{cfg.clusters[flow.target].bootstrap_servers}"
+        )
+    with ProgressView(err) as view:
+        runner = Runner(
+            cfg,
+            once=once,
+            on_progress=view.update,
+            on_notice=lambda m: err.print(m),
+            metrics_port=metrics_port,
+        )
+        flows = runner.run()
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    p.name: {
+                        "records": p.records,
+                        "bytes": p.bytes,
+                        "skipped": p.skipped,
+                        "seconds": round(p.seconds, 3),
+                        "copier": p.copier,
+                    }
+                    for p in flows
+                }
+            )
+        )
+    else:
+        out.print(summary_table(flows))
+
+
+GroupOption = Annotated[str, typer.Option("--group", "-g", help="Consumer group id")]
+FromOption = Annotated[str, typer.Option("--from", help="Cluster alias the group leaves")]
+ToOption = Annotated[str, typer.Option("--to", help="Cluster alias the group moves to")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+CheckpointsOption = Annotated[
+    bool,
+    typer.Option(
+        "--from-checkpoints",
+        help="Use the checkpoints in --to even if --from answers (as when it is lost)",
+    ),
+]
+
+
+@app.command()
+def translate(
+    config: ConfigOption,
+    group: GroupOption,
+    from_alias: FromOption,
+    to_alias: ToOption,
+    as_json: JsonOption = False,
+    from_checkpoints: CheckpointsOption = False,
+) -> None:
+    """Print where a consumer group would resume on another cluster, per partition."""
+    from ferry.config import load_config
+    from ferry.offsets.failover import plan_failover
+
+    plan = plan_failover(
+        load_config(config), group, from_alias, to_alias, from_checkpoints=from_checkpoints
+    )
+    _print_plan(plan, as_json)
+
+
+@app.command()
+def failover(
+    config: ConfigOption,
+    group: GroupOption,
+    from_alias: FromOption,
+    to_alias: ToOption,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show, do not commit")] = False,
+    as_json: JsonOption = False,
+    from_checkpoints: CheckpointsOption = False,
+    by_timestamp: Annotated[
+        bool,
+        typer.Option(
+            "--by-timestamp",
+            help="Seek by the timestamps the group recorded in __consumer_timestamps "
+            "(re-delivers the last record consumed) instead of exact translation",
+        ),
+    ] = False,
+) -> None:
+    """Commit a consumer group's translated offsets on another cluster (failover, failback)."""
+    from ferry.config import load_config
+    from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
+
+    cfg = load_config(config)
+    planner = plan_failover_by_timestamp if by_timestamp else plan_failover
+    plan = planner(cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
+    if not dry_run:
+        apply_failover(cfg, plan)
+    _print_plan(plan, as_json)
+    if not as_json:
+        if plan.committed:
+            out.print(f"committed group {group} on {to_alias}: start its consumers there")
+        else:
+            out.print("dry run: nothing was committed")
+
+
+def _print_plan(plan: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(plan.as_json()))
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=f"group {plan.group}: {plan.from_alias} -> {plan.to_alias} "
+        f"(from {'checkpoints' if plan.source == 'checkpoints' else plan.from_alias})"
+    )
+    for column in ("topic", "partition", "committed", "to topic", "offset", "how"):
+        table.add_column(
+            column, justify="right" if column in ("partition", "committed", "offset") else "left"
+        )
+    for p in plan.positions:
+        how = p.via if p.match in ("exact", "checkpoint") else f"{p.via} ({p.match})"
+        table.add_row(
+            p.topic, str(p.partition), str(p.committed), p.target_topic, str(p.offset), how
+        )
+    out.print(table)
+    for topic, partition, offset in plan.not_replicated:
+        err.print(
+            f"{topic} partition {partition} (committed {offset}): not replicated to "
+            f"{plan.to_alias}; left alone",
+            highlight=False,
+        )
+    for notice in plan.notices:
+        err.print(f"note: {notice}", highlight=False, markup=False)
+    if plan.target_state.active:
+        err.print(
+            f"note: group {plan.group} has {len(plan.target_state.members)} active member(s) "
+            f"on {plan.to_alias}",
+            highlight=False,
+        )
+
+
+@app.command()
+def status(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Per flow: heartbeat latency, lag per partition, records and bytes copied."""
+    from rich.table import Table
+
+    from ferry.config import load_config
+    from ferry.ops.status import flow_status
+
+    cfg = load_config(config)
+    flows = [flow_status(cfg, flow) for flow in cfg.enabled_flows]
+    if as_json:
+        print(json.dumps({"flows": {f.flow: f.to_json() for f in flows}}))
+        return
+    for f in flows:
+        latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
+        lag = "unknown" if f.lag is None else f"{f.lag:,}"
+        table = Table(
+            title=f"flow {f.flow}: latency {latency}, lag {lag}, "
+            f"copied {f.records:,} records ({f.bytes:,} bytes)",
+            title_justify="left",
+        )
+        for column in ("topic", "partition", "source end", "replicated", "lag"):
+            table.add_column(column, justify="left" if column == "topic" else "right")
+        for p in f.partitions:
+            table.add_row(
+                p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
+            )
+        out.print(table)
+        for error in f.errors:
+            err.print(f"flow {f.flow}: {error}", highlight=False, markup=False)
+
+
+@app.command()
+def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer)."""
+    from ferry.config import load_config
+    from ferry.ops.doctor import diagnose
+
+    findings = diagnose(load_config(config))
+    if as_json:
+        print(json.dumps({"warnings": [f.to_json() for f in findings]}))
+        return
+    for f in findings:
+        where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
+        out.print(f"warning: {where}: {f.detail} [{f.kind}]", highlight=False, markup=False)
+    out.print(f"{len(findings)} warning(s)")
+
+
+@app.command()
+def monitor(
+    config: ConfigOption,
+    metrics_port: Annotated[
+        int,
+        typer.Option(help="Serve /metrics and /healthz on 127.0.0.1:PORT; 0 = any free port"),
+    ] = 9464,
+    webhook: Annotated[
+        str | None,
+        typer.Option(help="POST each alert and recovery as JSON to this http(s) URL"),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Sample every flow once, print the offsets, exit"),
+    ] = False,
+) -> None:
+    """Watch every enabled flow for sync delay (seed 001) and serve Prometheus metrics."""
+    from ferry.config import load_config
+    from ferry.monitor import service
+
+    cfg = load_config(config)
+    if once:
+        failed = False
+        for flow, sample in service.sample_once(cfg):
+            if isinstance(sample, FerryError):
+                err.print(f"flow {flow.name}: {sample}", highlight=False, markup=False)
+                failed = True
+                continue
+            if not sample.pairs:
+                out.print(f"flow {flow.name}: no replicated topic", highlight=False)
+            for p in sample.pairs:
+                group = f" group {p.group}" if p.group is not None else ""
+                out.print(
+                    f"flow {flow.name} {p.kind.value}{group} {p.topic} partition {p.partition}: "
+                    f"{flow.source} {p.a}, {flow.target} {p.b} ({p.remote_topic})",
+                    highlight=False,
+                    markup=False,
+                )
+        if failed:
+            raise typer.Exit(1)
+        return
+
+    def ready(port: int) -> None:
+        print(f"metrics: http://127.0.0.1:{port}/metrics  health: http://127.0.0.1:{port}/healthz")
+        sys.stdout.flush()
+
+    try:
+        service.serve(cfg, port=metrics_port, webhook_url=webhook, on_ready=ready)
+    except KeyboardInterrupt:  # a second Ctrl-C while a sample was waiting on a cluster
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def demo(
+    directory: DirOption = None,
+    keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,
+) -> None:
+    """Two local clusters, sample traffic, ferry replicating it live, explained."""
+    from ferry.demo import run_demo
+
+    try:
+        run_demo(out, directory or Path(".ferry-demo"), keep=keep)
+    except KeyboardInterrupt:  # a second Ctrl-C; run_demo has cleaned up already
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+def main() -> None:
+    try:
+        app()
+    except FerryError as exc:
+        err.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)

@@ -1,0 +1,152 @@
+"""What a failed copy says: the copy loops' errors, worded once for both loops.
+
+Pure code (no clients). The Python loop (copier.py) and the native one (native_copier.py)
+both end a failed copy with one of these, so a user reads the same message, naming cluster,
+topic, partition, offset and the fix, whichever loop ran.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
+from ferry.engine.copy.types import CopyContext, CopyRange
+from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.kafka.errors import UNREACHABLE_CODES
+
+__all__ = [
+    "consume_error",
+    "delivery_error",
+    "produce_error",
+    "retry_later",
+    "size_error",
+    "stall_error",
+]
+
+_RERUN = "see the error above; rerun once it is fixed"
+
+
+def retry_later(err: KafkaError) -> bool:
+    """Errors a new producer (and a replayed batch) gets past: the cluster was away, or the
+    producer's state is lost (fatal idempotence error, a fenced or aborted transaction)."""
+    return (
+        err.code() in UNREACHABLE_CODES
+        or err.code() == KafkaError._MSG_TIMED_OUT
+        or err.fatal()
+        or err.txn_requires_abort()
+    )
+
+
+def consume_error(
+    err: KafkaError, topic: str | None, partition: int | None, offset: int | None, ctx: CopyContext
+) -> ReplicationError | None:
+    """None for transient fetch errors (librdkafka retries them); else the halt, located."""
+    if err.code() in UNREACHABLE_CODES and not err.fatal():
+        return None
+    source = ctx.source_alias
+    fixes = {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal READ on topic {topic} in {source}"
+        ),
+        KafkaError.UNKNOWN_TOPIC_OR_PART: (
+            "the source topic was deleted while being copied; rerun to continue with the rest"
+        ),
+    }
+    return ReplicationError(
+        f"reading failed: {err.name()}: {err.str()}.",
+        cluster=ctx.source_alias,
+        topic=topic or "?",
+        partition=partition,
+        offset=offset if offset is not None and offset >= 0 else None,
+        fix=fixes.get(err.code(), _RERUN),
+    )
+
+
+def size_error(size: int, r: CopyRange, offset: int, ctx: CopyContext) -> ReplicationError:
+    return ReplicationError(
+        f"record is {size} bytes (uncompressed, with ferry's header); target topic "
+        f"{r.remote_topic} on {ctx.target_alias} accepts at most {r.max_message_bytes} "
+        f"(max.message.bytes). Nothing past it in this partition was copied.",
+        cluster=ctx.source_alias,
+        topic=r.topic,
+        partition=r.partition,
+        offset=offset,
+        fix=f"raise max.message.bytes of topic {r.remote_topic} on {ctx.target_alias} "
+        f"to at least {size} (and the broker's message.max.bytes if lower), then rerun",
+    )
+
+
+def produce_error(
+    error: KafkaError | None, text: str, r: CopyRange, offset: int, ctx: CopyContext
+) -> Exception:
+    """produce() refused a copy; `text` describes it when librdkafka gave no KafkaError."""
+    if error is not None and error.code() != KafkaError.MSG_SIZE_TOO_LARGE and retry_later(error):
+        return KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{error.name()}: {error.str()} (copying {r.topic} partition {r.partition})",
+        )
+    if error is not None:
+        text = f"{error.name()}: {error.str()}"
+    fix = _RERUN
+    if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        fix = f"raise {ctx.target_alias}.producer.message.max.bytes above the record's size"
+    return ReplicationError(
+        f"could not copy to {r.remote_topic} on {ctx.target_alias}: {text}.",
+        cluster=ctx.source_alias,
+        topic=r.topic,
+        partition=r.partition,
+        offset=offset,
+        fix=fix,
+    )
+
+
+def delivery_error(
+    remote_topic: str,
+    partition: int,
+    upstream: int,
+    err: KafkaError,
+    refused: int,
+    source_topic: str,
+    ctx: CopyContext,
+) -> Exception:
+    """The target refused `refused` copies; `upstream` is the source offset of the first."""
+    target = ctx.target_alias
+    fixes = {
+        KafkaError.MSG_SIZE_TOO_LARGE: (
+            f"raise max.message.bytes of topic {remote_topic} on {target}, "
+            f"or lower {target}.producer.batch.size below it"
+        ),
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal WRITE on topic {remote_topic} in {target}"
+        ),
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
+            f"grant ferry's principal IDEMPOTENT_WRITE on cluster {target}"
+        ),
+        KafkaError.UNKNOWN_TOPIC_OR_PART: (
+            f"topic {remote_topic} vanished from {target}; rerun to recreate it"
+        ),
+    }
+    if err.code() not in fixes and retry_later(err):
+        return KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{err.name()}: {err.str()} (topic {remote_topic})",
+        )
+    return ReplicationError(
+        f"target {target} refused the copy into {remote_topic} (partition {partition}): "
+        f"{err.name()}: {err.str()}; {refused} record(s) refused.",
+        cluster=ctx.source_alias,
+        topic=source_topic,
+        partition=partition,
+        offset=upstream,
+        fix=fixes.get(err.code(), _RERUN),
+    )
+
+
+def stall_error(active: int, example_topic: str, ctx: CopyContext) -> KafkaUnavailableError:
+    return KafkaUnavailableError(
+        ctx.source_alias,
+        ctx.source_bootstrap,
+        f"no data for {active} partition(s) in {ctx.stall_timeout:.0f}s "
+        f"(e.g. {example_topic}); retrying",
+    )

@@ -1,0 +1,265 @@
+"""Exactly-once copying: one Kafka transaction per source partition per batch.
+
+For each source partition of a bin, a transactional producer whose `transactional.id` names the
+flow, topic and partition. Starting a producer with that id fences every older one (a task
+Spark retried, a worker of a killed `ferry run` still writing), and aborts the transaction
+such a zombie left open. A partition's transaction holds:
+
+- the copies of its records;
+- its offset runs (the offset index failover uses), in the runs topic;
+- its progress: the next source offset, committed as the offset of the *remote* partition in
+  the flow's group on the target (`send_offsets_to_transaction`), so it commits or aborts
+  with the data it describes.
+
+Before copying, a task reads that progress (read_committed: pending offsets are waited for)
+and starts there if it is ahead of Spark's plan, so a batch Spark replays after a crash writes
+nothing twice. The order matters: producers are started (fencing everyone else) before the
+progress is read, so no other writer can commit between the read and this task's commit; a
+producer fenced in between fails its commit and writes nothing visible.
+
+Errors follow confluent-kafka's transactional guide: a retriable commit is retried, an
+abortable error aborts the transaction, a fatal one (fenced) drops the producer. The task then
+fails with KafkaUnavailableError, and ferry restarts the batch from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.python_loop import copy_ranges
+from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.kafka.errors import kafka_error_of
+from ferry.kafka.offset_runs import OffsetSyncRecord
+
+__all__ = ["TransactionalSettings", "copy_bin_exactly_once", "resume_at", "transactional_id"]
+
+TP = tuple[str, int]
+COMMIT_TIMEOUT_SECONDS = 60.0
+# Long enough to copy a batch; short enough that a transaction left open by a crashed ferry
+# that is not restarted does not hold back the target's read_committed consumers for long.
+TRANSACTION_TIMEOUT_MS = 60_000
+
+
+def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
+    """Stable per flow and source partition: whoever copies the partition next fences the rest."""
+    # ':' cannot occur in a topic name, so no two partitions share an id.
+    return f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
+
+
+def resume_at(planned_start: int, committed: int | None) -> int:
+    """Where a range starts: Spark's plan, or the committed progress when that is ahead.
+
+    Spark commits a batch only after every transaction of it committed, so the plan is never
+    ahead of what the target holds; the committed progress is ahead when a batch is replayed
+    after a crash (or when Spark's checkpoint was lost: nothing is copied twice even then).
+    A progress behind the plan (offsets expired, or an at-least-once run in between) is
+    ignored: copying from it would write records the target already holds.
+    """
+    if committed is None or committed < 0:
+        return planned_start
+    return max(planned_start, committed)
+
+
+class TransactionalSettings:
+    """librdkafka settings of the transactional producer of one source partition."""
+
+    def __init__(self, producer_settings: Mapping[str, str], ctx: CopyContext) -> None:
+        self._base = {
+            **producer_settings,
+            "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS),
+        }
+        # librdkafka refuses a message timeout above the transaction timeout.
+        timeout = int(self._base.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS))
+        self._base["message.timeout.ms"] = str(min(timeout, TRANSACTION_TIMEOUT_MS))
+        self._ctx = ctx
+
+    def for_partition(self, topic: str, partition: int) -> dict[str, str]:
+        txn = transactional_id(self._ctx.source_alias, self._ctx.target_alias, topic, partition)
+        return {**self._base, "transactional.id": txn}
+
+
+def copy_bin_exactly_once(
+    consumer: Any,
+    progress: Any,
+    producer_for: Callable[[str, int, bool], Any],
+    tracker: DeliveryTracker,
+    ranges: list[CopyRange],
+    ctx: CopyContext,
+    runs_topic: str,
+) -> list[PartitionResult]:
+    """Copy each range in its own transaction; return results once all committed.
+
+    `progress` is a consumer on the target in the flow's group (its committed offsets are the
+    progress; its group metadata goes with each transaction). `producer_for(topic, partition,
+    fresh)` returns the started transactional producer of a source partition (`fresh`: a new
+    one, the cached one having failed).
+    """
+    work = [r for r in ranges if r.end > r.start]
+    open_txns: dict[TP, Any] = {}
+    try:
+        # Started (fencing everyone else) before the progress is read; read before any
+        # transaction begins, since a stable read waits for pending offsets, ours included.
+        # Each step runs for all partitions at once: their round trips overlap.
+        started = _each(work, lambda r: producer_for(r.topic, r.partition, False))
+        committed = _committed(progress, work, ctx)
+        begun = _each(
+            list(zip(work, started, strict=True)),
+            lambda pair: _begin(producer_for, pair[1], pair[0], progress, ctx),
+        )
+        producers: dict[TP, Any] = {}
+        todo: list[CopyRange] = []
+        results: list[PartitionResult] = []
+        for r, (producer, progress_now) in zip(work, begun, strict=True):
+            tp = (r.topic, r.partition)
+            producers[tp] = open_txns[tp] = producer
+            if progress_now is not None:  # a fresh producer was started: read after it
+                committed[(r.remote_topic, r.partition)] = progress_now
+            start = resume_at(r.start, committed.get((r.remote_topic, r.partition)))
+            if start >= r.end:
+                # Already in the target (a replayed batch): nothing to write, nothing to commit.
+                producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
+                del open_txns[tp]
+                results.append(PartitionResult(r.topic, r.partition, r.start, r.end))
+            else:
+                todo.append(replace(r, start=start))
+        copied = copy_ranges(consumer, {tp: producers[tp] for tp in open_txns}, tracker, todo, ctx)
+
+        def finish(pair: tuple[CopyRange, PartitionResult]) -> PartitionResult:
+            r, result = pair
+            producer = producers[(r.topic, r.partition)]
+            failures = _write_runs(producer, runs_topic, ctx, result)
+            _commit(producer, r, ctx, failures)
+            result.start = r.start
+            return result
+
+        done = _each(list(zip(todo, copied, strict=True)), finish)
+        open_txns.clear()
+        return results + done
+    except BaseException:
+        _each(list(open_txns.values()), _abort_quietly)
+        raise
+
+
+def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
+    """`action` on every item at once (threads: librdkafka calls release the GIL); the
+    results in order, or the first failure once all have finished."""
+    if len(items) <= 1:
+        return [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), 16)) as pool:
+        futures = [pool.submit(action, item) for item in items]
+        wait(futures)
+    return [f.result() for f in futures]
+
+
+def _begin(
+    producer_for: Callable[[str, int, bool], Any],
+    producer: Any,
+    r: CopyRange,
+    progress: Any,
+    ctx: CopyContext,
+) -> tuple[Any, int | None]:
+    """Begin the partition's transaction with its final progress already attached.
+
+    Attaching the offsets first asks the transaction coordinator at once whether a cached
+    producer is still the current one. A fenced one is replaced before any record is copied,
+    and the progress is read again after the new one started (returned; else None).
+    """
+    offsets = [TopicPartition(r.remote_topic, r.partition, r.end)]
+    reread: int | None = None
+    for fresh in (False, True):
+        if fresh:
+            producer = producer_for(r.topic, r.partition, True)
+            reread = _committed(progress, [r], ctx).get((r.remote_topic, r.partition), -1)
+        try:
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                offsets, progress.consumer_group_metadata(), COMMIT_TIMEOUT_SECONDS
+            )
+            return producer, reread
+        except KafkaException as exc:
+            _abort_quietly(producer)
+            if fresh:
+                raise _retry_later(exc, r, ctx, "could not begin a transaction") from None
+    raise AssertionError("unreachable")
+
+
+def _committed(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[TP, int]:
+    if not work:
+        return {}
+    request = [TopicPartition(r.remote_topic, r.partition) for r in work]
+    try:
+        answer = progress.committed(request, timeout=COMMIT_TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"could not read ferry's committed progress: {exc}",
+        ) from None
+    return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None}
+
+
+def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionResult) -> list[str]:
+    """Adds the partition's runs to its transaction (the commit flushes them); returns a list
+    that delivery failures are appended to, for the commit's error."""
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(f"offset run to {topic}: {err.name()}: {err.str()}")
+
+    for run in result.runs:
+        record = OffsetSyncRecord(ctx.source_alias, result.topic, result.partition, run)
+        producer.produce(topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery)
+    return failures
+
+
+def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) -> None:
+    deadline = time.monotonic() + COMMIT_TIMEOUT_SECONDS
+    while True:
+        try:
+            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if error is not None and error.retriable() and time.monotonic() < deadline:
+                continue
+            what = "the transaction did not commit"
+            if failures:
+                what += f" ({failures[0]})"
+            raise _retry_later(exc, r, ctx, what) from None
+
+
+def _abort_quietly(producer: Any) -> None:
+    # Fatal (fenced) or no transaction open: the coordinator aborts or already aborted it.
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
+
+
+def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str) -> Exception:
+    error = kafka_error_of(exc)
+    name = error.name() if error is not None else type(exc).__name__
+    text = error.str() if error is not None else str(exc)
+    if error is not None and error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return ReplicationError(
+            f"{what} on {ctx.target_alias}: {name}: {text}.",
+            cluster=ctx.source_alias,
+            topic=r.topic,
+            partition=r.partition,
+            fix=f"grant ferry's principal WRITE and DESCRIBE on transactional ids "
+            f"'ferry:{ctx.source_alias}->{ctx.target_alias}:' (prefixed) in {ctx.target_alias}",
+        )
+    return KafkaUnavailableError(
+        ctx.target_alias,
+        ctx.target_bootstrap,
+        f"{what} for {r.topic} partition {r.partition} ({name}: {text}); nothing of it is "
+        "visible to read_committed consumers; retrying",
+    )

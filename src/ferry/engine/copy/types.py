@@ -1,0 +1,57 @@
+"""What both copy loops share: a range to copy, the flow's facts, a partition's outcome.
+
+Pure data. The planner (Spark side) builds `CopyRange`s; the Python loop, the native loop and
+exactly-once mode take them with a `CopyContext` and return `PartitionResult`s, whose exact
+offset runs the sink commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ferry.engine.latency import Histogram
+from ferry.kafka.offset_runs import OffsetRun
+
+__all__ = ["EARLIEST", "CopyContext", "CopyRange", "PartitionResult"]
+
+EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: "the earliest offset still retained"
+
+
+@dataclass(frozen=True)
+class CopyRange:
+    """Source offsets [start, end); start is EARLIEST for a partition never copied before."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class CopyContext:
+    """Facts about the flow that every range of a bin shares."""
+
+    source_alias: str
+    source_bootstrap: str
+    source_cluster_id: str
+    target_alias: str
+    target_bootstrap: str
+    target_cluster_id: str
+    stall_timeout: float = 120.0
+
+
+@dataclass
+class PartitionResult:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    copied: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    expired: int = 0  # planned records the source deleted (retention) before they were copied
+    runs: list[OffsetRun] = field(default_factory=list)
+    record_age: Histogram = field(default_factory=Histogram)  # ms, consume time - timestamp
+    latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp

@@ -1,0 +1,141 @@
+"""Kafka clients cached per Python process, so Spark tasks reuse connections across batches.
+
+Spark reuses its Python workers (`spark.python.worker.reuse`), so a module-level cache lives
+as long as the worker: the first task of a worker pays for connecting, later ones do not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.kafka.log import quiet
+
+__all__ = [
+    "consumer_for",
+    "evict",
+    "evict_native",
+    "evict_transactional",
+    "native_copier_for",
+    "producer_for",
+    "transactional_producer",
+]
+
+_consumers: dict[str, Any] = {}
+_producers: dict[str, tuple[Any, DeliveryTracker]] = {}
+_native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settings
+# Exactly-once: a started producer per transactional id (source partition), least recently
+# used first. All share one tracker: a worker runs one task at a time, and each producer
+# writes partitions no other one does.
+_transactional: OrderedDict[str, Any] = OrderedDict()
+_transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
+transactional_tracker = DeliveryTracker()
+MAX_TRANSACTIONAL_PRODUCERS = 64
+INIT_TIMEOUT_SECONDS = 60.0
+
+
+def _key(settings: dict[str, str]) -> str:
+    return json.dumps(settings, sort_keys=True)
+
+
+def consumer_for(settings: dict[str, str]) -> Any:
+    key = _key(settings)
+    if key not in _consumers:
+        _consumers[key] = Consumer(settings)
+    return _consumers[key]
+
+
+def producer_for(settings: dict[str, str]) -> tuple[Any, DeliveryTracker]:
+    key = _key(settings)
+    if key not in _producers:
+        # No default delivery callback: the copier gives one to the copies that need it (see
+        # deliveries), and a report nobody asked for costs a Message object per record.
+        tracker = DeliveryTracker()
+        producer = Producer(settings)
+        _producers[key] = (producer, tracker)
+    return _producers[key]
+
+
+def native_copier_for(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> Any:
+    """The C copy loop's clients (native_copier.NativeCopier), started once per worker."""
+    from ferry.engine.copy.native_loop import NativeCopier
+
+    key = _key({"consumer": _key(consumer_settings), "producer": _key(producer_settings)})
+    if key not in _native:
+        _native[key] = NativeCopier(consumer_settings, producer_settings)
+    return _native[key]
+
+
+def evict_native(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> None:
+    """Drop a native copier after a failed copy (its producer may be fenced or purged)."""
+    key = _key({"consumer": _key(consumer_settings), "producer": _key(producer_settings)})
+    copier = _native.pop(key, None)
+    if copier is not None:
+        copier.close()
+
+
+def evict(consumer_settings: dict[str, str], producer_settings: dict[str, str]) -> None:
+    """Drop clients after a failed task: a producer may be fenced or in a fatal state."""
+    consumer = _consumers.pop(_key(consumer_settings), None)
+    if consumer is not None:
+        consumer.close()
+    entry = _producers.pop(_key(producer_settings), None)
+    if entry is not None:
+        entry[0].purge()
+        entry[0].flush(0)
+
+
+def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any:
+    """The started transactional producer for `settings["transactional.id"]`.
+
+    Starting one (init_transactions) fences every other producer with the same id and aborts
+    the transaction it left open. `fresh` replaces the cached one (it failed or was fenced).
+    """
+    key = _key(settings)
+    with _transactional_lock:
+        stale = _transactional.pop(key, None) if fresh else None
+        producer = _transactional.get(key)
+    _drop(stale)
+    if producer is None:
+        # quiet: a producer fenced by its successor logs fatal errors, expected here.
+        producer = Producer(quiet(settings))
+        try:
+            producer.init_transactions(INIT_TIMEOUT_SECONDS)
+        except BaseException:
+            _drop(producer)
+            raise
+        with _transactional_lock:
+            _transactional[key] = producer
+            evicted = [
+                _transactional.popitem(last=False)[1]
+                for _ in range(len(_transactional) - MAX_TRANSACTIONAL_PRODUCERS)
+            ]
+        for old in evicted:
+            _drop(old)
+    with _transactional_lock:
+        if key in _transactional:
+            _transactional.move_to_end(key)
+    return producer
+
+
+def evict_transactional(settings: list[dict[str, str]]) -> None:
+    with _transactional_lock:
+        dropped = [_transactional.pop(_key(s), None) for s in settings]
+    for producer in dropped:
+        _drop(producer)
+
+
+def _drop(producer: Any) -> None:
+    if producer is None:
+        return
+    # A fenced or failed producer raises its fatal error from every call, close() included.
+    with contextlib.suppress(KafkaException):
+        producer.purge()
+    with contextlib.suppress(KafkaException):
+        producer.close()

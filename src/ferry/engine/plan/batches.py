@@ -1,0 +1,161 @@
+"""Planning a micro-batch: how much to copy (admission control) and who copies it (bins).
+
+Pure code, no I/O. A partition is identified by `(topic, partition)`; offsets are "next offset"
+positions, so a partition's lag is `latest - start`.
+
+Admission control: when the available data exceeds a batch's caps, every lagging partition
+gets a share proportional to its lag (and at least one record), so a hot partition cannot
+starve the others and the batch stays bounded in records and estimated bytes.
+
+Bins: Spark pays a fixed cost per task (tens of milliseconds for a Python task), so a batch is
+packed into a few bins, about one per core, balanced by estimated bytes; a small batch (under
+MIN_BIN_BYTES per bin) gets fewer bins, down to one. Bins are sticky: a partition stays in the
+bin it was in last batch while that bin is not overloaded, which keeps Python workers' cached
+clients warm for the partitions they already fetch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_RECORD_BYTES",
+    "EARLIEST",
+    "MIN_BIN_BYTES",
+    "TP",
+    "PartitionRange",
+    "admit",
+    "bin_count",
+    "pack_bins",
+    "range_start",
+]
+
+from ferry.engine.copy.types import EARLIEST
+
+TP = tuple[str, int]
+DEFAULT_RECORD_BYTES = 1024.0  # estimate for a partition nothing has been copied from yet
+# A bin copies at least this many estimated bytes before the batch gets another: splitting
+# less across tasks costs more in per-task overhead (and CPU) than the parallel copy saves.
+# 16 MiB is about half a second of copying in one Python task.
+MIN_BIN_BYTES = 16 * 1024 * 1024
+
+
+def range_start(start: int | None, end: int) -> int | None:
+    """Where a batch's range of one partition starts, given the batch's start and end offsets.
+
+    None: nothing to copy. A partition the batch did not start with is new, and an end below
+    the start means the partition was recreated (or truncated): both are copied from their
+    earliest retained record, whatever offset that is by the time the task runs. Deciding
+    from (start, end) alone keeps a replayed batch identical to the original one.
+    """
+    if start is None or end < start:
+        return EARLIEST if end > 0 else None
+    return start if end > start else None
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """Copy source offsets `[start, end)` of `topic`/`partition` into `remote_topic`."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+
+    @property
+    def tp(self) -> TP:
+        return (self.topic, self.partition)
+
+    @property
+    def count(self) -> int:
+        return self.end - max(0, self.start)  # start < 0: "the earliest retained offset"
+
+
+def admit(
+    start: Mapping[TP, int],
+    latest: Mapping[TP, int],
+    *,
+    max_records: int | None,
+    max_bytes: int | None,
+    record_bytes: Mapping[TP, float],
+) -> dict[TP, int]:
+    """End offsets for the next batch: `latest`, cut down to the caps in proportion to lag.
+
+    Never returns an end below `start` (progress never goes backwards) nor above `latest`.
+    """
+    lag = {tp: max(0, end - start.get(tp, end)) for tp, end in latest.items()}
+    total_records = sum(lag.values())
+    total_bytes = sum(n * record_bytes.get(tp, DEFAULT_RECORD_BYTES) for tp, n in lag.items())
+    scale = 1.0
+    if max_records is not None and total_records > max_records:
+        scale = min(scale, max_records / total_records)
+    if max_bytes is not None and total_bytes > max_bytes:
+        scale = min(scale, max_bytes / total_bytes)
+    ends: dict[TP, int] = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, end)
+        if lag[tp] == 0 or scale >= 1.0:
+            ends[tp] = max(begin, end)
+        else:
+            ends[tp] = begin + max(1, int(lag[tp] * scale))
+    return ends
+
+
+def bin_count(
+    ranges: list[PartitionRange],
+    max_bins: int,
+    *,
+    record_bytes: Mapping[TP, float],
+    min_bin_bytes: float = MIN_BIN_BYTES,
+) -> int:
+    """Bins for a batch: one per `min_bin_bytes` of estimated bytes, at least 1, at most
+    `max_bins`."""
+    total = sum(
+        r.count * record_bytes.get(r.tp, DEFAULT_RECORD_BYTES) for r in ranges if r.count > 0
+    )
+    return max(1, min(max_bins, math.ceil(total / min_bin_bytes)))
+
+
+def pack_bins(
+    ranges: list[PartitionRange],
+    bins: int,
+    *,
+    record_bytes: Mapping[TP, float],
+    previous: Mapping[TP, int] | None = None,
+    slack: float = 0.25,
+) -> list[list[PartitionRange]]:
+    """Pack non-empty ranges into at most `bins` bins balanced by estimated bytes.
+
+    A bin's index is its identity across batches (for stickiness); a bin may be empty.
+
+    Sticky first: a range goes back to its previous bin while that bin stays within
+    `(1 + slack)` of the ideal load. The rest go, largest first, to the lightest bin (LPT), so
+    no bin exceeds the ideal load by more than `slack` plus one range.
+    """
+    work = [r for r in ranges if r.count > 0]
+    if not work:
+        return []
+    bins = max(1, min(bins, len(work)))
+
+    def weight(r: PartitionRange) -> float:
+        return r.count * record_bytes.get(r.tp, DEFAULT_RECORD_BYTES)
+
+    ideal = sum(weight(r) for r in work) / bins
+    loads = [0.0] * bins
+    packed: list[list[PartitionRange]] = [[] for _ in range(bins)]
+    rest: list[PartitionRange] = []
+    for r in sorted(work, key=weight, reverse=True):
+        home = (previous or {}).get(r.tp)
+        if home is not None and home < bins and loads[home] + weight(r) <= ideal * (1 + slack):
+            packed[home].append(r)
+            loads[home] += weight(r)
+        else:
+            rest.append(r)
+    for r in rest:
+        lightest = min(range(bins), key=loads.__getitem__)
+        packed[lightest].append(r)
+        loads[lightest] += weight(r)
+    return packed

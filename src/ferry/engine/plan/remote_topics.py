@@ -1,0 +1,248 @@
+"""Remote topics: find what a flow copies and make sure the target has somewhere to put it.
+
+The planner calls `TopicManager.sync()` before it plans any batch that includes a topic, so a
+record is never produced to a topic that does not exist (the brokers would auto-create it with
+the wrong partition count, or refuse). Creation copies the source's partition count,
+`cleanup.policy` and every other topic-level setting except `config.properties.exclude`; a
+source that gained partitions gets them on the target too. The target never shrinks.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.errors import ReplicationError
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.policy import ReplicationPolicy, policy_for
+from ferry.selection import TopicSelector
+
+__all__ = ["RemoteTopic", "TopicManager"]
+
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's broker default, used if a describe says nothing
+
+
+@dataclass(frozen=True)
+class RemoteTopic:
+    """A selected source topic and its copy on the target, ready to receive records."""
+
+    topic: str
+    remote_topic: str
+    partitions: int
+    max_message_bytes: int
+
+
+class TopicManager:
+    def __init__(
+        self,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        *,
+        source_admin: Any = None,
+        target_admin: Any = None,
+        timeout: float = 15.0,
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.target = target
+        self.policy: ReplicationPolicy = policy_for(flow.policy, flow.source)
+        self.selector = TopicSelector(flow, self.policy)
+        self._source_admin = source_admin or AdminClient(dict(source.admin_config()))
+        self._target_admin = target_admin or AdminClient(dict(target.admin_config()))
+        self._timeout = timeout
+        self._exclude = [re.compile(p) for p in flow.config_properties_exclude]
+
+    # --- metadata -------------------------------------------------------------------------
+
+    def _metadata(self, cluster: ClusterConfig, admin: Any) -> Any:
+        try:
+            return admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise unavailable(cluster, exc) from None
+
+    def cluster_ids(self) -> tuple[str, str]:
+        source = self._metadata(self.source, self._source_admin).cluster_id
+        target = self._metadata(self.target, self._target_admin).cluster_id
+        return str(source), str(target)
+
+    def sync(self) -> dict[str, RemoteTopic]:
+        """Select source topics, create or expand their remote topics; return the ready ones."""
+        source_md = self._metadata(self.source, self._source_admin)
+        target_md = self._metadata(self.target, self._target_admin)
+        selected = {
+            name: len(md.partitions)
+            for name, md in source_md.topics.items()
+            if md.error is None and self.selector.accepts(name)
+        }
+        remote = {name: self.policy.remote_topic(self.flow.source, name) for name in selected}
+        missing = [t for t in selected if remote[t] not in target_md.topics]
+        if missing:
+            self._create(missing, remote, selected)
+        for topic, partitions in selected.items():
+            existing = target_md.topics.get(remote[topic])
+            if existing is not None and len(existing.partitions) < partitions:
+                self._expand(remote[topic], partitions)
+        limits = self._max_message_bytes(
+            list(remote.values()), just_created={remote[t] for t in missing}
+        )
+        return {
+            t: RemoteTopic(t, remote[t], n, limits.get(remote[t], DEFAULT_MAX_MESSAGE_BYTES))
+            for t, n in selected.items()
+        }
+
+    # --- creating ---------------------------------------------------------------------------
+
+    def _configs_to_copy(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        copied: dict[str, dict[str, str]] = {}
+        for resource, future in self._source_admin.describe_configs(resources).items():
+            try:
+                entries = future.result(self._timeout)
+            except KafkaException as exc:
+                raise self._failure(exc, self.source, resource.name, "describe") from None
+            copied[resource.name] = {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None
+                and not entry.is_sensitive
+                and (
+                    entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                    or name == "cleanup.policy"
+                )
+                and not any(p.fullmatch(name) for p in self._exclude)
+            }
+        return copied
+
+    def _create(
+        self, topics: list[str], remote: dict[str, str], partitions: dict[str, int]
+    ) -> None:
+        configs = self._configs_to_copy(topics)
+        new = [
+            NewTopic(
+                remote[t],
+                num_partitions=partitions[t],
+                replication_factor=self.flow.replication_factor,
+                config=configs.get(t, {}),
+            )
+            for t in topics
+        ]
+        for name, future in self._target_admin.create_topics(new).items():
+            try:
+                future.result(self._timeout)
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue  # created meanwhile by another run: fine
+                raise self._failure(exc, self.target, name, "create") from None
+
+    def _expand(self, remote_topic: str, partitions: int) -> None:
+        futures = self._target_admin.create_partitions([NewPartitions(remote_topic, partitions)])
+        for name, future in futures.items():
+            try:
+                future.result(self._timeout)
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() == KafkaError.INVALID_PARTITIONS:
+                    continue  # already has them (expanded meanwhile)
+                raise self._failure(exc, self.target, name, "add partitions to") from None
+
+    def ensure_internal_topic(
+        self,
+        name: str,
+        replication_factor: int,
+        key: str = "offset-syncs.topic.replication.factor",
+    ) -> None:
+        """A single-partition compacted bookkeeping topic on the target (runs, checkpoints)."""
+        if name in self._metadata(self.target, self._target_admin).topics:
+            return
+        new = NewTopic(
+            name,
+            num_partitions=1,
+            replication_factor=replication_factor,
+            config={"cleanup.policy": "compact"},
+        )
+        for topic, future in self._target_admin.create_topics([new]).items():
+            try:
+                future.result(self._timeout)
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise self._failure(exc, self.target, topic, "create", key=key) from None
+
+    def _max_message_bytes(self, topics: list[str], just_created: set[str]) -> dict[str, int]:
+        if not topics:
+            return {}
+        limits: dict[str, int] = {}
+        pending = list(topics)
+        deadline = time.monotonic() + self._timeout
+        while pending:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
+            pending = []
+            for resource, future in self._target_admin.describe_configs(resources).items():
+                try:
+                    entries = future.result(self._timeout)
+                except KafkaException as exc:
+                    error = kafka_error_of(exc)
+                    unknown = error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                    # A topic created a moment ago may not be known to the broker answering.
+                    if unknown and resource.name in just_created and time.monotonic() < deadline:
+                        pending.append(resource.name)
+                        continue
+                    raise self._failure(exc, self.target, resource.name, "describe") from None
+                entry = entries.get("max.message.bytes")
+                if entry is not None and entry.value is not None:
+                    limits[resource.name] = int(entry.value)
+            if pending:
+                time.sleep(0.2)
+        return limits
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def _failure(
+        self,
+        exc: KafkaException,
+        cluster: ClusterConfig,
+        topic: str,
+        action: str,
+        key: str = "replication.factor",
+    ) -> Exception:
+        error = kafka_error_of(exc)
+        if error is not None and error.code() in UNREACHABLE_CODES:
+            return unavailable(cluster, exc)
+        code = error.name() if error is not None else type(exc).__name__
+        text = error.str() if error is not None else str(exc)
+        fixes = {
+            "INVALID_REPLICATION_FACTOR": (
+                f"set {key} (or {self.flow.name}.{key}) to at most the number of brokers "
+                f"in {cluster.alias}, or -1 for the broker default"
+            ),
+            "TOPIC_AUTHORIZATION_FAILED": (
+                f"grant ferry's principal on {cluster.alias} CREATE, ALTER and DESCRIBE_CONFIGS "
+                f"on topic {topic}, or create the topic yourself"
+            ),
+            "CLUSTER_AUTHORIZATION_FAILED": (
+                f"grant ferry's principal on {cluster.alias} CREATE on the cluster, "
+                f"or create topic {topic} yourself"
+            ),
+            "POLICY_VIOLATION": f"create topic {topic} on {cluster.alias} by hand",
+        }
+        return ReplicationError(
+            f"could not {action} topic: {code}: {text}.",
+            cluster=cluster.alias,
+            topic=topic,
+            fix=fixes.get(code, "see the broker's log for why it refused"),
+        )

@@ -1,0 +1,1 @@
+"""Everything that imports PySpark: the session, the planner source, the mirror sink."""

@@ -1,0 +1,251 @@
+"""The planner: a PySpark streaming source whose offsets are Kafka positions, not records.
+
+Its offset is `{topic: {partition: next offset}}` on the source cluster. Each micro-batch it
+reads the last stable offsets (read_committed: open transactions are not planned), cuts the
+batch to the configured caps, and packs the ranges into a few bins; a bin is one Spark task
+and reaches the sink as a handful of rows describing ranges. The records themselves never
+become rows: the sink task fetches and produces them with librdkafka.
+
+Remote topics are created (or expanded) here, before the first batch that includes them, so
+no task can ever produce to a topic that is not ready.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_state import FlowState, tp_key
+from ferry.engine.plan.batches import TP, PartitionRange, admit, bin_count, pack_bins, range_start
+from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
+from ferry.errors import FerryError, error_to_text
+
+__all__ = ["RANGE_SCHEMA", "MirrorDataSource"]
+
+RANGE_SCHEMA = (
+    "topic string, partition int, start long, end long, remote_topic string, "
+    "max_message_bytes long, source_cluster_id string, target_cluster_id string"
+)
+Offsets = dict[str, dict[str, int]]
+
+
+def _flat(offsets: dict[str, Any]) -> dict[TP, int]:
+    return {(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}
+
+
+def _nested(offsets: dict[TP, int]) -> Offsets:
+    nested: Offsets = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        nested.setdefault(topic, {})[str(partition)] = offset
+    return nested
+
+
+class BinPartition(InputPartition):
+    """One Spark task: the ranges of one bin, as rows of RANGE_SCHEMA."""
+
+    def __init__(self, index: int, rows: list[tuple[Any, ...]]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.rows = rows
+
+
+class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, spec: FlowSpec) -> None:
+        self.spec = spec
+        self.flow = spec.flow
+        self.state = FlowState(spec.state_dir)
+        self._manager: TopicManager | None = None
+        self._topics: dict[str, RemoteTopic] = {}
+        self._cluster_ids: tuple[str, str] | None = None
+        self._next_refresh = 0.0
+        self._available_now: dict[TP, int] | None = None
+        self._previous_bins: dict[TP, int] = {}
+
+    # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
+    def _topic_manager(self) -> TopicManager:
+        if self._manager is None:
+            self._manager = TopicManager(self.flow, self.spec.source, self.spec.target)
+        return self._manager
+
+    def _refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now < self._next_refresh:
+            return
+        manager = self._topic_manager()
+        if self._cluster_ids is None:
+            self._cluster_ids = manager.cluster_ids()
+        self._topics = manager.sync()
+        interval = self.flow.refresh_topics_interval_seconds
+        self._next_refresh = now + interval if self.flow.refresh_topics_enabled else float("inf")
+
+    def _end_offsets(self, which: str) -> dict[TP, int]:
+        from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        from ferry.kafka.errors import unavailable
+
+        spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        request = {
+            TopicPartition(t.topic, p): spec
+            for t in self._topics.values()
+            for p in range(t.partitions)
+        }
+        if not request:
+            return {}
+        admin = self._topic_manager()._source_admin
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
+        )
+        ends: dict[TP, int] = {}
+        for tp, future in futures.items():
+            try:
+                ends[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                raise unavailable(self.spec.source, exc) from None
+        return ends
+
+    # --- DataSourceStreamReader -----------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.flow.batch_caps[0])
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        try:
+            self._refresh(force=True)
+            self._available_now = self._end_offsets("latest")
+        except FerryError as exc:
+            raise RuntimeError(error_to_text(exc)) from None
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        try:
+            return self._latest_offset(_flat(start), limit)
+        except FerryError as exc:
+            raise RuntimeError(error_to_text(exc)) from None
+
+    def _latest_offset(self, start: dict[TP, int], limit: ReadLimit) -> dict[str, Any]:
+        if self.state.stop_marker.exists():
+            return _nested(start)  # ferry run is stopping: let the running batch be the last
+        if self._available_now is None:
+            self._refresh()
+            latest = self._end_offsets("latest")
+        else:
+            latest = dict(self._available_now)
+        self.state.write_latest({tp_key(*tp): o for tp, o in latest.items()})
+        # A partition seen for the first time starts at its earliest retained record; so does
+        # one whose end fell below ferry's progress (its topic was deleted and recreated).
+        new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
+        for tp in new:
+            if tp in start:
+                self._notice(
+                    f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
+                    f"below ferry's position {start[tp]}: recreated? copying it from its start"
+                )
+        begin = dict(start)
+        if new:
+            earliest = self._end_offsets("earliest")
+            begin.update({tp: earliest.get(tp, 0) for tp in new})
+        unlimited = isinstance(limit, ReadAllAvailable)
+        max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        ends = admit(
+            begin,
+            latest,
+            max_records=None if unlimited else (max_records or self.flow.batch_caps[0]),
+            max_bytes=None if unlimited else self.flow.batch_caps[1],
+            record_bytes=self.state.record_bytes(),
+        )
+        result = dict(start)
+        for tp, end in ends.items():
+            if end != begin[tp] or tp in start:
+                result[tp] = end
+        return _nested(result)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        try:
+            return self._partitions(_flat(start), _flat(end))
+        except FerryError as exc:
+            raise RuntimeError(error_to_text(exc)) from None
+
+    def _partitions(self, start: dict[TP, int], end: dict[TP, int]) -> list[BinPartition]:
+        missing = {t for (t, _p) in end if t not in self._topics}
+        if missing or self._cluster_ids is None:
+            self._refresh(force=True)  # a restarted query replays a batch planned earlier
+        assert self._cluster_ids is not None
+        source_id, target_id = self._cluster_ids
+        manager = self._topic_manager()
+        ranges = [
+            PartitionRange(t, p, begin, e, manager.policy.remote_topic(self.flow.source, t))
+            for (t, p), e in end.items()
+            if (begin := range_start(start.get((t, p)), e)) is not None
+        ]
+        record_bytes = self.state.record_bytes()
+        # ferry.bins = 0: one bin per core, fewer for a small batch (see plan.bin_count).
+        bins = self.flow.bins or bin_count(ranges, self.spec.bins, record_bytes=record_bytes)
+        packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=self._previous_bins)
+        partitions: list[BinPartition] = []
+        for index, bin_ranges in enumerate(packed):
+            rows = []
+            for r in bin_ranges:
+                self._previous_bins[r.tp] = index
+                limit = (
+                    self._topics[r.topic].max_message_bytes if r.topic in self._topics else 1048588
+                )
+                rows.append(
+                    (
+                        r.topic,
+                        r.partition,
+                        r.start,
+                        r.end,
+                        r.remote_topic,
+                        limit,
+                        source_id,
+                        target_id,
+                    )
+                )
+            if rows:
+                partitions.append(BinPartition(len(partitions), rows))
+        return partitions
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, BinPartition)
+        yield from partition.rows
+
+    def _notice(self, message: str) -> None:
+        import sys
+
+        print(f"ferry: flow {self.flow.name}: {message}", file=sys.stderr, flush=True)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass  # progress is Spark's checkpoint; nothing is committed to the source cluster
+
+
+class MirrorDataSource(DataSource):
+    """`ferry-mirror`: the planner as a streaming source, the mirror sink as its writer."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ferry-mirror"
+
+    def schema(self) -> str:
+        return RANGE_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return Planner(FlowSpec.model_validate_json(self.options["spec"]))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from ferry.engine.spark.sink import MirrorSink
+
+        return MirrorSink(FlowSpec.model_validate_json(self.options["spec"]))

@@ -1,1 +1,0 @@
-"""Metadata that follows the data: heartbeats, topic configs, status and durability checks."""

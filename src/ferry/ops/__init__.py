@@ -1,0 +1,1 @@
+"""What operators ask of a replication from any machine: `ferry status` and `ferry doctor`."""

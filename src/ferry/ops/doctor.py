@@ -1,0 +1,90 @@
+"""`ferry doctor`: read each target's remote and internal topics, judge their durability.
+
+Reads only (metadata and topic configs); the rules are in `ferry.ops.durability`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.errors import FerryError
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.log import quiet
+from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
+from ferry.policy import policy_for
+from ferry.selection import TopicSelector
+
+__all__ = ["diagnose"]
+
+CONFIG_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+
+
+def diagnose(config: FerryConfig, *, timeout: float = 10.0) -> list[Finding]:
+    """Every finding on the targets of the enabled flows, each (kind, cluster, topic) once."""
+    findings: dict[tuple[str, str, str | None, str], Finding] = {}
+    for flow in config.enabled_flows:
+        target = config.clusters[flow.target]
+        raw = {**target.common, **target.producer}
+        found = judge_producer(target.alias, raw)
+        for facts in _facts(target, _topics_of(config, flow, timeout), timeout):
+            found += judge_topic(facts)
+        for f in found:
+            findings.setdefault((f.kind, f.cluster, f.topic, f.detail), f)
+    return list(findings.values())
+
+
+def _list(cluster: ClusterConfig, timeout: float) -> dict[str, Any]:
+    try:
+        topics: dict[str, Any] = (
+            AdminClient(quiet(cluster.admin_config())).list_topics(timeout=timeout).topics
+        )
+    except KafkaException as exc:
+        raise unavailable(cluster, exc) from None
+    return {name: md for name, md in topics.items() if md.error is None}
+
+
+def _topics_of(config: FerryConfig, flow: FlowConfig, timeout: float) -> dict[str, Any]:
+    """The flow's remote topics and ferry's internal topics, as they are on the target."""
+    policy = policy_for(flow.policy, flow.source)
+    selector = TopicSelector(flow, policy)
+    on_target = _list(config.clusters[flow.target], timeout)
+    on_source = _list(config.clusters[flow.source], timeout)
+    wanted = {policy.remote_topic(flow.source, t) for t in on_source if selector.accepts(t)}
+    wanted |= {
+        policy.offset_runs_topic(flow.source),
+        policy.checkpoints_topic(flow.source),
+        policy.consumer_timestamps_topic(flow.source),
+    }
+    return {name: md for name, md in on_target.items() if name in wanted}
+
+
+def _facts(cluster: ClusterConfig, topics: dict[str, Any], timeout: float) -> list[TopicFacts]:
+    if not topics:
+        return []
+    admin = AdminClient(quiet(cluster.admin_config()))
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
+    facts = []
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            entries = future.result(timeout)
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if error is None or error.code() in UNREACHABLE_CODES:
+                raise unavailable(cluster, exc) from None
+            raise FerryError(
+                f"cluster {cluster.alias}: could not read the configs of topic {resource.name}: "
+                f"{error.name()}: {error.str()}; grant ferry's principal DESCRIBE_CONFIGS"
+            ) from None
+        md = topics[resource.name]
+        rf = min((len(p.replicas) for p in md.partitions.values()), default=0)
+        configs = {
+            k: str(entries[k].value)
+            for k in CONFIG_KEYS
+            if k in entries and entries[k].value is not None
+        }
+        facts.append(TopicFacts(cluster.alias, resource.name, rf, configs))
+    return sorted(facts, key=lambda f: f.topic)
