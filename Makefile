@@ -54,7 +54,7 @@ bench-quick: setup
 	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
 	  $(BIN)/python -m bench.compare --out $${TMPDIR:-/tmp}/ferry-bench-quick
 
-# Fault test (issue 6): steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker
+# Fault test: steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker
 # SIGKILLed once, in exactly-once then at-least-once mode; writes bench/results/chaos.{json,md}.
 # Not part of `make test` (its short version is).
 chaos: setup

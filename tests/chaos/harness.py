@@ -28,7 +28,7 @@ from tests.integration.replication_setup import write_config
 __all__ = ["FULL_SCHEDULE", "SHORT_SCHEDULE", "ChaosReport", "ChaosSettings", "run_chaos"]
 
 TOPIC = "chaos"
-# Issue 6: ferry SIGKILLed five times and SIGTERMed twice (each time restarted), the target's
+# The fault test: ferry SIGKILLed five times and SIGTERMed twice (each time restarted), the target's
 # and the source's broker each SIGKILLed once and restarted; interleaved.
 FULL_SCHEDULE = (
     "sigkill-ferry",

@@ -1,4 +1,4 @@
-"""ACL sync between two SASL clusters with an authorizer (issue 5): READ and ALL on a source
+"""ACL sync between two SASL clusters with an authorizer: READ and ALL on a source
 topic become READ on its remote topic; WRITE never appears there. Also the first end-to-end
 run of ferry against secured clusters."""
 

@@ -1,4 +1,4 @@
-"""The short fault test (issue 6): exactly-once through a kill, a broker bounce and a stop.
+"""The short fault test: exactly-once through a kill, a broker bounce and a stop.
 
 Its own two clusters (the target's broker is killed), steady traffic into A, `ferry run` in
 exactly-once mode SIGKILLed, the target broker SIGKILLed, ferry SIGTERMed, each restarted.

@@ -1,4 +1,4 @@
-"""Checkpoints and group offset sync written by `ferry run` (issue 4).
+"""Checkpoints and group offset sync written by `ferry run`.
 
 Checkpoints are read back off the wire with a decoder written here from MM2's schema, not
 with ferry's own, so the bytes are checked as MM2's tools would see them.

@@ -1,4 +1,4 @@
-"""Failover and failback of a consumer group: zero records lost, zero delivered twice (issue 4).
+"""Failover and failback of a consumer group: zero records lost, zero delivered twice.
 
 A group is committed on A at every kind of position a real group can be at: the beginning,
 the middle, the end, inside a gap left by compaction, behind the oldest record retention

@@ -1,4 +1,4 @@
-"""`ferry monitor` against real brokers and the real engine (issue 8's done-when).
+"""`ferry monitor` against real brokers and the real engine.
 
 With ferry copying steady traffic there is no alert; with ferry stopped while A keeps
 receiving records, `ferry_sync_delay_alert` reaches 1 within 4 periods; once ferry resumes

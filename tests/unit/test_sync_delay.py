@@ -1,4 +1,4 @@
-"""Seed 001's sliding-window sync-delay detector (`ferry.monitor.sync_delay`).
+"""The sliding-window sync-delay detector (`ferry.monitor.sync_delay`).
 
 The worked numbers are the seed's: A's log end near 10,000 with a group at 8,000, B's copy
 near 5,000 and 3,000. Absolute values differ between clusters; only growth is compared, one

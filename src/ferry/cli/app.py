@@ -340,7 +340,7 @@ def monitor(
         typer.Option("--once", help="Sample every flow once, print the offsets, exit"),
     ] = False,
 ) -> None:
-    """Watch every enabled flow for sync delay (seed 001) and serve Prometheus metrics."""
+    """Watch every enabled flow for sync delay (sliding-window rule) and serve Prometheus metrics."""
     from ferry.config import load_config
     from ferry.monitor import service
 

@@ -74,7 +74,7 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     ),
     # ferry's own engine settings (no MM2 equivalent): the size of one micro-batch, how many
     # Spark tasks share it (0: one per core), and how often a running flow looks for new data.
-    # seed 001's sync-delay monitor (`ferry monitor`): growth of A below which no alert.
+    # the sliding-window sync-delay monitor (`ferry monitor`): growth of A below which no alert.
     "monitor.min.delay.latest.offset": ("monitor_min_delay_latest_offset", Kind.INT),
     "monitor.min.delay.consume.offset": ("monitor_min_delay_consume_offset", Kind.INT),
     "ferry.batch.max.records": ("batch_max_records", Kind.POSITIVE_INT),

@@ -1,1 +1,2 @@
-"""Watching replication from the outside: seed 001's sync-delay detector and its sampler."""
+"""Watching replication from the outside: the sliding-window sync-delay
+rule, its sampler, metrics and webhook."""

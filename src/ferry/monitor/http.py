@@ -3,7 +3,7 @@
 `ferry run --metrics-port` and `ferry monitor --metrics-port` both serve through this. It has
 no authentication, so reaching it from elsewhere is a choice the operator makes with a proxy,
 not a default. `/healthz` answers 200 only while the caller's `health()` says its loop is alive
-(503 and why otherwise): a process can be up and its work stalled (seed 001).
+(503 and why otherwise): a process can be up and its work stalled.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class MonitorMetrics:
         r = self.registry
         self.alert = Gauge(
             "ferry_sync_delay_alert",
-            "1 while seed 001's rule says the series is in sync delay, else 0",
+            "1 while the sliding-window sync-delay rule says the series is in sync delay, else 0",
             ["flow", "kind", "group", "topic", "partition"],
             registry=r,
         )

@@ -1,8 +1,8 @@
 """`ferry monitor`: sample every enabled flow each period, judge it, report what changed.
 
-Seed 001's point is that a replicator can be alive and copy nothing, so the monitor watches
-offsets from the outside, never ferry's own state. Each flow is sampled every PT seconds
-(its `sync.group.offsets.interval.seconds`, MM2's sync interval, as the seed prescribes);
+A replicator can be alive and copy nothing, so the monitor watches offsets from the outside,
+never ferry's own state. Each flow is sampled every PT seconds (its
+`sync.group.offsets.interval.seconds`, MM2's sync interval, which the rule is defined on);
 every sample feeds the flow's `SyncDelayDetector`. An alert (a series going from in sync to
 delayed) and a recovery are each logged once, counted and optionally POSTed to a webhook;
 the alert gauge says the current state at every scrape.

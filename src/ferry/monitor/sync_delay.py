@@ -1,4 +1,4 @@
-"""Seed 001's sliding-window sync-delay detector (China Mobile's MQ_Sync_Monitor), pure.
+"""The sliding-window sync-delay rule (China Mobile's MQ_Sync_Monitor), pure.
 
 Watching the replicator's process is not enough: it can be alive and copy nothing. Every
 period PT (the sync interval MST, by default `sync.group.offsets.interval.seconds`) the
@@ -9,7 +9,7 @@ keeps its latest 4 samples in a circular array, indexed by `times`.
 From the fourth sample on (times >= 3), with A_sub = A[times-2] - A[times-3]:
 if A_sub > threshold and B[times] - B[times-3] < A_sub, the series is in sync delay.
 Why three periods of B against one of A: a sync may start just before a sample and take more
-than a second, so even two of B's periods cannot be sure to contain one of A's (seed 001).
+than a second, so even two of B's periods cannot be sure to contain one of A's.
 
 `times` counts samples only modulo the window (it never overflows), plus how many samples
 were taken, capped. A series whose A side goes backwards (a topic deleted and recreated, a
