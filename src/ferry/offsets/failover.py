@@ -113,18 +113,8 @@ def plan_failover(
                 f"what has been replicated to {to_alias}; records copied there later will be "
                 "delivered again (run ferry until it has caught up to avoid this)"
             )
-    state = target_admin.state(group)
-    previous = target_admin.committed(group)
-    return FailoverPlan(
-        group,
-        from_alias,
-        to_alias,
-        source,
-        positions,
-        not_replicated,
-        state,
-        previous,
-        notices,
+    return _plan_on_target(
+        target_admin, group, (from_alias, to_alias), source, positions, not_replicated, notices
     )
 
 
@@ -196,17 +186,25 @@ def plan_failover_by_timestamp(
         for (t, p), pos in sorted(positions_read.items())
         if not selector.accepts(t)
     ]
+    return _plan_on_target(
+        target_admin, group, (from_alias, to_alias), source, positions, not_replicated, notices
+    )
+
+
+def _plan_on_target(
+    target_admin: GroupAdmin,
+    group: str,
+    aliases: tuple[str, str],
+    source: str,
+    positions: list[Position],
+    not_replicated: list[tuple[str, int, int]],
+    notices: list[str],
+) -> FailoverPlan:
+    """The plan, with the group's state and offsets on the target as they are now."""
     state = target_admin.state(group)
+    previous = target_admin.committed(group)
     return FailoverPlan(
-        group,
-        from_alias,
-        to_alias,
-        source,
-        positions,
-        not_replicated,
-        state,
-        target_admin.committed(group),
-        notices,
+        group, *aliases, source, positions, not_replicated, state, previous, notices
     )
 
 
