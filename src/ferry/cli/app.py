@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from ferry.cli.console import err, out, styled
 from ferry.errors import FerryError
 
 __all__ = ["app", "main"]
@@ -27,9 +27,6 @@ app = typer.Typer(
 local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, for trying ferry.")
 app.add_typer(local_app, name="local")
 
-# soft_wrap: paths and keys must stay on one line, so logs and tests can grep them.
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
 DirOption = Annotated[
@@ -72,7 +69,7 @@ def local_up(
         print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
         return
     for alias, broker in started.items():
-        out.print(f"cluster [bold]{alias}[/]: {broker.bootstrap}  (pid {broker.pid})")
+        out.print(styled("cluster ", (alias, "bold"), f": {broker.bootstrap}  (pid {broker.pid})"))
     out.print(f"stop them with: ferry local down --dir {Path(directory or local.default_dir())}")
 
 
@@ -105,8 +102,11 @@ def validate(config: ConfigOption) -> None:
     cfg = load_config(config)
     for key in cfg.ignored_keys:
         err.print(
-            f"[yellow]note[/]: {config}: key '{key}' only matters to MirrorMaker, "
-            "Kafka Connect or Java clients; ignored"
+            styled(
+                ("note", "yellow"),
+                f": {config}: key '{key}' only matters to MirrorMaker, "
+                "Kafka Connect or Java clients; ignored",
+            )
         )
     out.print(f"{config}: valid")
     out.print(
@@ -114,11 +114,17 @@ def validate(config: ConfigOption) -> None:
     )
     for flow in cfg.flows:
         state = "enabled" if flow.enabled else "disabled"
+        topics = _quoted(flow.topics)
         out.print(
-            f"  flow {flow.name}: {state}, policy {flow.policy.kind}, topics {list(flow.topics)}, "
+            f"  flow {flow.name}: {state}, policy {flow.policy.kind}, topics {topics}, "
             f"exactly-once {'on' if flow.exactly_once else 'off'}"
         )
     out.print(f"  state dir: {cfg.state_dir}")
+
+
+def _quoted(patterns: tuple[str, ...]) -> str:
+    """A regex list as the user wrote it: each item quoted, nothing escaped."""
+    return "[" + ", ".join(f"'{p}'" for p in patterns) + "]"
 
 
 @app.command()
@@ -340,7 +346,7 @@ def monitor(
         typer.Option("--once", help="Sample every flow once, print the offsets, exit"),
     ] = False,
 ) -> None:
-    """Watch every enabled flow for sync delay (sliding-window rule) and serve Prometheus metrics."""
+    """Watch every enabled flow for sync delay (sliding-window rule); serve Prometheus metrics."""
     from ferry.config import load_config
     from ferry.monitor import service
 
@@ -396,5 +402,5 @@ def main() -> None:
     try:
         app()
     except FerryError as exc:
-        err.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
+        err.print(styled(("error", "bold red"), f": {exc}"))
         sys.exit(1)

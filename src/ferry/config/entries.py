@@ -21,9 +21,13 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 
 class Entry(NamedTuple):
+    """One setting. `items` holds a YAML list item by item: a list stays a list (a regex may
+    contain a comma), while a scalar value is split only where MirrorMaker 2 splits it."""
+
     key: str
     value: str
     line: int
+    items: tuple[str, ...] | None = None
 
 
 def read_entries(path: Path) -> list[Entry]:
@@ -108,7 +112,7 @@ def entries_from_properties(text: str) -> list[Entry]:
 
 
 def entries_from_yaml(text: str, file: str) -> list[Entry]:
-    """Flatten a YAML mapping into dotted keys; lists become comma-separated values.
+    """Flatten a YAML mapping into dotted keys; lists keep their items (`Entry.items`).
 
     `clusters` may be a mapping from alias to that cluster's settings: its keys become the
     `clusters` list and its settings `<alias>.`-prefixed keys, as MM2 spells them.
@@ -134,7 +138,8 @@ def entries_from_yaml(text: str, file: str) -> list[Entry]:
         key = _yaml_key(key_node, file)
         if key == "clusters" and isinstance(value_node, yaml.MappingNode):
             aliases = [_yaml_key(k, file) for k, _ in value_node.value]
-            entries.append(Entry("clusters", ", ".join(aliases), key_node.start_mark.line + 1))
+            line = key_node.start_mark.line + 1
+            entries.append(Entry("clusters", ",".join(aliases), line, tuple(aliases)))
             for (alias_node, settings), alias in zip(value_node.value, aliases, strict=True):
                 if isinstance(settings, yaml.ScalarNode) and settings.value in ("", "~", "null"):
                     continue
@@ -185,7 +190,7 @@ def _flatten(node: yaml.Node, key: str, out: list[Entry], file: str, key_line: i
                     line=item.start_mark.line + 1,
                 )
             items.append(_scalar_text(item, key, file))
-        out.append(Entry(key, ", ".join(items), key_line))
+        out.append(Entry(key, ",".join(items), key_line, tuple(items)))
     else:
         assert isinstance(node, yaml.ScalarNode)
         out.append(Entry(key, _scalar_text(node, key, file), key_line))

@@ -91,10 +91,10 @@ class _Builder:
             earlier = self.entries.get(key)
             if earlier is not None:
                 raise self.error(
-                    Entry(key, entry.value, entry.line),
+                    entry._replace(key=key),
                     f"is set twice (lines {earlier.line} and {entry.line}); keep one",
                 )
-            self.entries[key] = Entry(key, entry.value.strip(), entry.line)
+            self.entries[key] = entry._replace(key=key, value=entry.value.strip())
         self.ignored: list[str] = []
 
     # --- errors ---------------------------------------------------------------------------
@@ -174,7 +174,7 @@ class _Builder:
                 "has no 'clusters' key; list the cluster aliases, e.g. 'clusters = A, B'",
                 file=self.file,
             )
-        aliases = [alias.strip() for alias in entry.value.split(",") if alias.strip()]
+        aliases = list(_list_items(entry))
         if not aliases:
             raise self.error(entry, "is empty; list the cluster aliases, e.g. 'A, B'")
         seen: set[str] = set()
@@ -334,6 +334,8 @@ class _Builder:
 
     def value(self, entry: Entry, kind: Kind) -> object:
         text = entry.value
+        if entry.items is not None and kind is not Kind.REGEX_LIST:
+            raise self.error(entry, f"takes one {kind.value}, not a list")
         if kind is Kind.BOOL:
             if text.lower() not in ("true", "false"):
                 raise self.error(entry, f"'{text}' is not allowed; allowed: true, false")
@@ -352,7 +354,19 @@ class _Builder:
             if text.lower() not in choices:
                 raise self.error(entry, f"'{text}' is not allowed; allowed: {', '.join(choices)}")
             return text.lower()
-        patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+        patterns = _list_items(entry)
+        if entry.items is None and "," in text:
+            broken = [p for p in patterns if not _balanced(p)]
+            if broken:
+                pieces = " and ".join(f"'{p}'" for p in patterns)
+                raise self.error(
+                    entry,
+                    f"'{text}' is a list split at every comma, as MirrorMaker 2 splits it, "
+                    f"so it reads as {pieces}, and '{broken[0]}' is only part of a regex; a "
+                    "regex containing a comma cannot be written in a .properties list: write it "
+                    "without one (e.g. '\\d{1,3}' as '\\d\\d?\\d?'), or use ferry.yaml, "
+                    "whose lists keep each item whole",
+                )
         for pattern in patterns:
             try:
                 re.compile(pattern)
@@ -361,3 +375,33 @@ class _Builder:
                     entry, f"'{pattern}' is not a valid regular expression: {exc}"
                 ) from None
         return patterns
+
+
+def _list_items(entry: Entry) -> tuple[str, ...]:
+    """A list setting's items: a YAML list item by item; a scalar split on commas with the
+    white space around them trimmed, as MirrorMaker 2 reads its LIST settings."""
+    items = entry.items if entry.items is not None else entry.value.split(",")
+    return tuple(item.strip() for item in items if item.strip())
+
+
+_PAIRS = {")": "(", "}": "{"}
+
+
+def _balanced(pattern: str) -> bool:
+    """Whether every (, [ and { in a regex is closed: a piece cut at a comma usually is not."""
+    stack: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"  # inside [...] only the closing bracket counts
+        elif char == "[":
+            in_class = True
+        elif char in "({":
+            stack.append(char)
+        elif char == "]" or (char in ")}" and (not stack or stack.pop() != _PAIRS[char])):
+            return False  # a closing bracket nothing opened
+    return not (stack or in_class)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
+from ferry.cli.console import styled
 from ferry.config.model import FerryConfig
 from ferry.errors import FerryError
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
@@ -32,9 +33,11 @@ SHARE_READ_ON_A = 0.4  # of the records in orders, read on A before it is lost
 def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any]) -> None:
     a, b = brokers["A"].bootstrap, brokers["B"].bootstrap
     ends = _ends(a, TOPIC)
-    console.rule("[bold]Act 2: datacenter A is lost[/]")
+    console.rule(styled(("Act 2: datacenter A is lost", "bold")))
     console.print(
-        f"A consumer group, [bold]{GROUP}[/], reads {TOPIC} on A and commits as it goes.",
+        styled(
+            "A consumer group, ", (GROUP, "bold"), f", reads {TOPIC} on A and commits as it goes."
+        ),
         soft_wrap=False,
     )
     consumed = _read_on_a(a, int(sum(ends.values()) * SHARE_READ_ON_A))
@@ -54,7 +57,9 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
         soft_wrap=False,
     )
     brokers["A"].kill()
-    console.print(f"  [bold red]A's broker is killed[/] (pid {brokers['A'].pid}): A is gone.")
+    console.print(
+        styled("  ", ("A's broker is killed", "bold red"), f" (pid {brokers['A'].pid}): A is gone.")
+    )
     console.print(f"\n$ ferry failover -c ferry.yaml --group {GROUP} --from A --to B")
     plan = plan_failover(config, GROUP, "A", "B", timeout=3.0)
     apply_failover(config, plan)
@@ -69,8 +74,12 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
     read_on_b = _read_on_b(b, f"A.{TOPIC}", list(ends))
     lost, twice = _audit(ends, consumed, read_on_b)
     console.print(
-        f"The group read the other {sum(len(v) for v in read_on_b.values()):,} records on B. "
-        f"Checked by the origin header of every copy: [bold]lost {lost}, read twice {twice}[/].",
+        styled(
+            f"The group read the other {sum(len(v) for v in read_on_b.values()):,} records on B. "
+            "Checked by the origin header of every copy: ",
+            (f"lost {lost}, read twice {twice}", "bold"),
+            ".",
+        ),
         soft_wrap=False,
     )
     if lost or twice:

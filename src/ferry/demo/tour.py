@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ferry.cli.console import styled
 from ferry.errors import FerryError
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local import clusters as local
@@ -315,11 +316,16 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     directory = directory.resolve()
-    console.rule("[bold]ferry demo[/]")
+    console.rule(styled(("ferry demo", "bold")))
     console.print(
-        "Starting two independent Apache Kafka clusters, [bold]A[/] and [bold]B[/], on "
-        "127.0.0.1 (each a real KRaft broker+controller JVM, as a datacenter would run), and "
-        "Apache Spark, which runs ferry's replication.",
+        styled(
+            "Starting two independent Apache Kafka clusters, ",
+            ("A", "bold"),
+            " and ",
+            ("B", "bold"),
+            " on 127.0.0.1 (each a real KRaft broker+controller JVM, as a datacenter would run), "
+            "and Apache Spark, which runs ferry's replication.",
+        ),
         soft_wrap=False,
     )
     kept = local.read_state(directory)
