@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +357,12 @@ class _Builder:
             return text.lower()
         patterns = _list_items(entry)
         if entry.items is None and "," in text:
-            broken = [p for p in patterns if not _balanced(p)]
+            # A piece that is only whole together with the next one was one regex.
+            broken = [
+                p
+                for p, after in pairwise(patterns)
+                if not _balanced(p) and _balanced(f"{p},{after}")
+            ]
             if broken:
                 pieces = " and ".join(f"'{p}'" for p in patterns)
                 raise self.error(
