@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # Spark and the brokers talk over loopback only; Python workers use this interpreter.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -21,6 +22,12 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
+
+# Property tests draw the same examples on every run, so a suite that passed once passes again
+# (CI never meets a new counterexample by chance). HYPOTHESIS_PROFILE=explore draws new ones.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")

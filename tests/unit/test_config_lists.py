@@ -1,4 +1,4 @@
-"""List settings keep their items: a YAML list item by item, a .properties value as MM2 splits it."""
+"""List settings keep their items: a YAML list item by item, .properties as MM2 splits it."""
 
 from __future__ import annotations
 

@@ -139,7 +139,11 @@ def test_translation_is_monotonic_both_ways(h: History, a: int, b: int) -> None:
     index = OffsetIndex(h.runs)
     low, high = min(a, b), max(a, b)
     assert index.downstream(low).offset <= index.downstream(high).offset
-    assert index.upstream(low).offset <= index.upstream(high).offset
+    if not h.duplicated:
+        # With a replayed batch the target holds a stretch twice: a consumer past the first
+        # copy resumes on the source at the replay's start, behind one still inside it (it has
+        # not read the replay yet). Failback's rule there is "never skip", tested above.
+        assert index.upstream(low).offset <= index.upstream(high).offset
 
 
 @given(histories(), st.integers(0, 200))
