@@ -35,3 +35,31 @@ def test_an_unsafe_file_is_refused_with_exit_1_and_one_line(tmp_path: Path) -> N
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"error: {config}:5, key 'A.producer.acks': '1' is refused" in result.stderr
+
+
+def test_mm2_settings_ferry_has_no_use_for_are_named_with_the_reason(tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "A->B.enabled = true\noffset.lag.max = 50\nA->B.refresh.groups.enabled = false\n"
+        "refresh.groups.interval.seconds = 30\n"
+    )
+    result = _validate(config)
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"note: {config}: key 'offset.lag.max': ferry records the target offset of "
+        "every copied record, so offset translation is exact" in result.stderr
+    )
+    for key in ("A->B.refresh.groups.enabled", "refresh.groups.interval.seconds"):
+        assert f"key '{key}': ferry lists the source's consumer groups" in result.stderr
+
+
+def test_a_bad_value_of_a_setting_ferry_does_not_need_is_still_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "offset.lag.max = lots\n"
+    )
+    result = _validate(config)
+    assert result.returncode == 1
+    assert f"error: {config}:4, key 'offset.lag.max': 'lots' is not allowed" in result.stderr

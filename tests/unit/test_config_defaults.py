@@ -23,7 +23,6 @@ def test_a_minimal_file_gets_mirrormaker_defaults(tmp_path: Path) -> None:
     assert flow == FlowConfig(source="A", target="B")
     assert flow.topics == (".*",)
     assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*")
-    assert flow.offset_lag_max == 100
     assert flow.emit_checkpoints_interval_seconds == 60
     assert flow.emit_heartbeats_interval_seconds == 1
     assert not flow.sync_group_offsets_enabled
@@ -49,7 +48,7 @@ def test_per_flow_settings_override_file_wide_ones_for_that_flow_only(tmp_path: 
             Entry("topics", "orders.*", 3),
             Entry("C->A.topics", "audit", 4),
             Entry("C->A.enabled", "true", 5),
-            Entry("offset.lag.max", "0", 6),
+            Entry("emit.checkpoints.interval.seconds", "5", 6),
         ],
         base_dir=tmp_path,
     )
@@ -57,7 +56,7 @@ def test_per_flow_settings_override_file_wide_ones_for_that_flow_only(tmp_path: 
     assert [f.name for f in cfg.enabled_flows] == ["C->A"]
     assert cfg.flow("C", "A").topics == ("audit",)
     assert cfg.flow("A", "B").topics == ("orders.*",)
-    assert all(flow.offset_lag_max == 0 for flow in cfg.flows)
+    assert all(flow.emit_checkpoints_interval_seconds == 5 for flow in cfg.flows)
 
 
 def test_a_negative_interval_turns_the_task_off_as_in_mm2(tmp_path: Path) -> None:

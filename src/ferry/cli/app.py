@@ -108,6 +108,7 @@ def validate(config: ConfigOption) -> None:
                 "Kafka Connect or Java clients; ignored",
             )
         )
+    _print_notes(cfg)
     out.print(f"{config}: valid")
     out.print(
         f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"
@@ -120,6 +121,11 @@ def validate(config: ConfigOption) -> None:
             f"exactly-once {'on' if flow.exactly_once else 'off'}"
         )
     out.print(f"  state dir: {cfg.state_dir}")
+
+
+def _print_notes(cfg: Any) -> None:
+    for note in cfg.notes:
+        err.print(styled(("note", "yellow"), f": {cfg.path}: {note}"))
 
 
 def _quoted(patterns: tuple[str, ...]) -> str:
@@ -146,6 +152,7 @@ def run(
     from ferry.engine.runner import Runner
 
     cfg = load_config(config)
+    _print_notes(cfg)
     for flow in cfg.enabled_flows:
         err.print(
             f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "

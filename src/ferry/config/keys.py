@@ -41,11 +41,8 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "groups": ("groups", Kind.REGEX_LIST),
     "groups.exclude": ("groups_exclude", Kind.REGEX_LIST),
     "groups.blacklist": ("groups_exclude", Kind.REGEX_LIST),
-    "offset.lag.max": ("offset_lag_max", Kind.INT),
     "refresh.topics.enabled": ("refresh_topics_enabled", Kind.BOOL),
     "refresh.topics.interval.seconds": ("refresh_topics_interval_seconds", Kind.INTERVAL),
-    "refresh.groups.enabled": ("refresh_groups_enabled", Kind.BOOL),
-    "refresh.groups.interval.seconds": ("refresh_groups_interval_seconds", Kind.INTERVAL),
     "sync.topic.configs.enabled": ("sync_topic_configs_enabled", Kind.BOOL),
     "sync.topic.configs.interval.seconds": ("sync_topic_configs_interval_seconds", Kind.INTERVAL),
     "sync.topic.acls.enabled": ("sync_topic_acls_enabled", Kind.BOOL),
@@ -103,6 +100,26 @@ FILTER_CLASS_KEYS: dict[str, str] = {
     "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
     "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
     "config.property.filter.class": "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+}
+
+# MM2 flow settings whose job ferry does otherwise: checked like MM2 checks them, then named at
+# load with the reason, so nobody believes they changed something.
+NOT_NEEDED_KEYS: dict[str, tuple[Kind, str]] = {
+    "offset.lag.max": (
+        Kind.INT,
+        "ferry records the target offset of every copied record, so offset translation is exact "
+        "and has no lag to bound",
+    ),
+    "refresh.groups.enabled": (
+        Kind.BOOL,
+        "ferry lists the source's consumer groups at every checkpoint "
+        "(emit.checkpoints.interval.seconds), so new groups are always found",
+    ),
+    "refresh.groups.interval.seconds": (
+        Kind.INTERVAL,
+        "ferry lists the source's consumer groups at every checkpoint "
+        "(emit.checkpoints.interval.seconds), so new groups are always found",
+    ),
 }
 
 # Keys that configure Kafka Connect or MM2's own machinery; ferry has no equivalent to set, so

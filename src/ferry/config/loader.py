@@ -24,6 +24,7 @@ from ferry.config.keys import (
     IGNORED_KEYS,
     IGNORED_PREFIXES,
     INHERITED_CLIENT_PREFIXES,
+    NOT_NEEDED_KEYS,
     POLICY_CLASSES,
     POLICY_KEYS,
     Kind,
@@ -97,6 +98,7 @@ class _Builder:
                 )
             self.entries[key] = entry._replace(key=key, value=entry.value.strip())
         self.ignored: list[str] = []
+        self.notes: list[str] = []
 
     # --- errors ---------------------------------------------------------------------------
 
@@ -166,6 +168,7 @@ class _Builder:
             spark=spark,
             state_dir=state_dir,
             ignored_keys=tuple(self.ignored),
+            notes=tuple(self.notes),
         )
 
     def aliases(self) -> list[str]:
@@ -202,6 +205,11 @@ class _Builder:
                     f"allowed: {default}. Use topics/groups/config.properties.exclude instead",
                 )
             self.ignored.append(entry.key)
+            return True
+        if key in NOT_NEEDED_KEYS:
+            kind, why = NOT_NEEDED_KEYS[key]
+            self.value(entry, kind)  # a bad value is still an error, as in MM2
+            self.notes.append(f"key '{entry.key}': {why}; not needed")
             return True
         if key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES):
             self.ignored.append(entry.key)
