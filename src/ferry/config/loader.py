@@ -1,10 +1,11 @@
 """Entries (from either file format) to a FerryConfig, with MM2's meaning and defaults.
 
-Key resolution, in order: `clusters`; `spark.*`; `ferry.state.dir`; `<src>-><dst>.<flow key>`;
-`<alias>.<client key>` (with `consumer.`/`producer.`/`admin.` roles); top-level flow keys
-(defaults for every flow); top-level security keys (inherited by every cluster); keys MM2 or
-Kafka Connect need and ferry does not (collected as ignored). Anything else is an error with a
-"did you mean". Every error names the file, line, key, bad value and what is allowed.
+Key resolution, in order: `clusters`; `spark.*`; `ferry.state.dir` and
+`ferry.once.max.wait.seconds`; `<src>-><dst>.<flow key>`; `<alias>.<client key>` (with
+`consumer.`/`producer.`/`admin.` roles); top-level flow keys (defaults for every flow);
+top-level security keys (inherited by every cluster); keys MM2 or Kafka Connect need and ferry
+does not (collected as ignored). Anything else is an error with a "did you mean". Every error
+names the file, line, key, bad value and what is allowed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from ferry.config.keys import (
     POLICY_KEYS,
     Kind,
 )
-from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
+from ferry.config.model import (
+    ONCE_MAX_WAIT_SECONDS,
+    ClusterConfig,
+    FerryConfig,
+    FlowConfig,
+    PolicySpec,
+)
 from ferry.errors import ConfigError, UnsafeConfigError
 from ferry.policy import policy_for
 
@@ -114,6 +121,7 @@ class _Builder:
         aliases = self.aliases()
         spark: dict[str, str] = {}
         state_dir = self.base_dir / "ferry-state"
+        once_max_wait: Any = ONCE_MAX_WAIT_SECONDS
         flow_defaults: dict[str, Entry] = {}
         per_flow: dict[tuple[str, str], dict[str, Entry]] = {}
         per_cluster: dict[str, list[tuple[str, Entry]]] = {alias: [] for alias in aliases}
@@ -126,6 +134,8 @@ class _Builder:
                 continue
             if key.startswith("spark."):
                 spark[key] = entry.value
+            elif key == "ferry.once.max.wait.seconds":
+                once_max_wait = self.value(entry, Kind.POSITIVE_INT)
             elif key == "ferry.state.dir":
                 if not entry.value:
                     raise self.error(entry, "is empty; give a directory for Spark checkpoints")
@@ -167,6 +177,7 @@ class _Builder:
             flows=flows,
             spark=spark,
             state_dir=state_dir,
+            once_max_wait_seconds=once_max_wait,
             ignored_keys=tuple(self.ignored),
             notes=tuple(self.notes),
         )
@@ -237,7 +248,12 @@ class _Builder:
         if rest and (rest == "bootstrap.servers" or rest.split(".", 1)[0] in _ROLES):
             return self.unknown_alias(first, aliases)
         known = [k for k in FLOW_KEYS if k != "enabled"] + list(POLICY_KEYS)
-        known += ["clusters", "ferry.state.dir", *(f"{a}.bootstrap.servers" for a in aliases)]
+        known += [
+            "clusters",
+            "ferry.state.dir",
+            "ferry.once.max.wait.seconds",
+            *(f"{a}.bootstrap.servers" for a in aliases),
+        ]
         return self.unknown_key(key, known)
 
     # --- clusters -------------------------------------------------------------------------

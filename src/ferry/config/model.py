@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
-__all__ = ["ClusterConfig", "FerryConfig", "FlowConfig", "PolicySpec"]
+__all__ = ["ONCE_MAX_WAIT_SECONDS", "ClusterConfig", "FerryConfig", "FlowConfig", "PolicySpec"]
 
 # Settings ferry forces on its replication clients; the loader refuses files that contradict
 # them (UnsafeConfigError), so these are never silently overridden either way.
@@ -57,6 +57,9 @@ class PolicySpec(_Frozen):
     kind: Literal["prefix", "identity", "rename"] = "prefix"
     separator: str = "."
     rename_format: str | None = None
+
+
+ONCE_MAX_WAIT_SECONDS = 120
 
 
 class FlowConfig(_Frozen):
@@ -134,6 +137,8 @@ class FerryConfig(_Frozen):
     flows: tuple[FlowConfig, ...] = ()
     spark: dict[str, str] = Field(default_factory=dict)
     state_dir: Path = Path("ferry-state")
+    # `--once` runs give up on a cluster that has not answered for this long (cron must end).
+    once_max_wait_seconds: int = ONCE_MAX_WAIT_SECONDS
     ignored_keys: tuple[str, ...] = ()
     # One sentence per MM2 setting that has no job in ferry: which key, and why.
     notes: tuple[str, ...] = ()

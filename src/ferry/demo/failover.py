@@ -19,6 +19,7 @@ from rich.table import Table
 from ferry.cli.console import styled
 from ferry.config.model import FerryConfig
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.failover import apply_failover, plan_failover
 from ferry.tasks.control_plane import ControlPlane
@@ -93,7 +94,7 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
 
 
 def _consumer(bootstrap: str, **settings: Any) -> Consumer:
-    return Consumer(
+    return clients.consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": GROUP,

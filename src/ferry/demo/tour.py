@@ -27,6 +27,7 @@ from rich.table import Table
 
 from ferry.cli.console import styled
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local import clusters as local
 
@@ -82,9 +83,8 @@ class _Traffic(threading.Thread):
             self.failures.append(str(err))
 
     def _produce(self) -> None:
-        from confluent_kafka import Producer
 
-        producer = Producer(
+        producer = clients.producer(
             {
                 "bootstrap.servers": self.bootstrap,
                 "acks": "all",
@@ -137,11 +137,10 @@ class _Cluster:
     """Watermarks and single records of one cluster, through one consumer."""
 
     def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Consumer
 
         from ferry.kafka.log import quiet
 
-        self.consumer = Consumer(
+        self.consumer = clients.consumer(
             quiet(
                 {
                     "bootstrap.servers": bootstrap,
@@ -206,9 +205,9 @@ class _Cluster:
 
 def _create_topics(bootstrap: str) -> None:
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = clients.admin_client({"bootstrap.servers": bootstrap})
     new = [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in TOPICS.items()]
     for future in admin.create_topics(new).values():
         try:

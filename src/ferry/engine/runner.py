@@ -2,8 +2,11 @@
 
 The runner owns the Spark session and the queries. It turns a failed query back into the
 ferry error that stopped it (see `ferry.errors.error_from_text`): a cluster that does not
-answer is retried with backoff (the query restarts from its checkpoint, so nothing is lost or
-skipped); anything else stops every flow and is reported once, precisely.
+answer is retried with backoff that starts over once the flow copies again (the query restarts
+from its checkpoint, so nothing is lost or skipped), and said once per outage, not per attempt;
+anything else stops every flow and is reported once, precisely. A `--once` run gives up on a
+cluster that has not answered for `ferry.once.max.wait.seconds` and says which: a cron job must
+end.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from ferry.engine.flow_state import FlowState
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.session import start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
+from ferry.kafka.reachability import Reachability
+from ferry.kafka.retry import Backoff, retry_unavailable
 from ferry.monitor.http import MetricsServer
 from ferry.policy import policy_for
 from ferry.tasks.control_plane import ControlPlane
@@ -29,7 +34,9 @@ from ferry.tasks.heartbeats import ensure_heartbeats_topic
 
 __all__ = ["FlowProgress", "Runner"]
 
-MAX_BACKOFF_SECONDS = 60.0
+# A restarted query that has run this long without failing counts as a success (a query that
+# has nothing to copy reports no progress to tell by).
+HEALTHY_AFTER_SECONDS = 30.0
 
 
 @dataclass
@@ -59,8 +66,11 @@ class _Flow:
     started: float = 0.0
     baseline: dict[str, Any] = field(default_factory=dict)
     progress: FlowProgress = field(init=False)
-    backoff: float = 1.0
+    backoff: Backoff = field(default_factory=Backoff)
     retry_at: float | None = None
+    healthy_at: float | None = None  # when a restarted query counts as working again
+    down: KafkaUnavailableError | None = None  # why the flow waits, since `down_since`
+    down_since: float = 0.0
     last_sample: tuple[float, int, int] = (0.0, 0, 0)
     errors: dict[str, int] = field(default_factory=dict)  # failures by kind, for metrics
 
@@ -93,6 +103,7 @@ class Runner:
         self._metrics_port = metrics_port
         self.metrics_url: str | None = None  # set once the metrics endpoint is serving
         self._last_tick = time.monotonic()
+        self._reach = Reachability()  # what the console last said of each cluster
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -128,7 +139,7 @@ class Runner:
             server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
-            control = plane = ControlPlane(self.config, self._notice)
+            control = plane = ControlPlane(self.config, self._notice, self._reach)
             if not self.once:
                 plane.start()
             self._watch(spark, flows)
@@ -222,17 +233,34 @@ class Runner:
         self._retrying(ready)
 
     def _retrying(self, action: Callable[[], object]) -> None:
-        delay = 1.0
-        while True:
-            try:
-                action()
-                return
-            except KafkaUnavailableError as exc:
-                if self._stopping:
-                    raise
-                self._notice(f"{exc}; retrying in {delay:.0f}s")
-                self._sleep(delay)
-                delay = min(MAX_BACKOFF_SECONDS, delay * 2)
+        """`action` until it works; an unanswering cluster is said once, then retried (in a
+        `--once` run for at most `ferry.once.max.wait.seconds`)."""
+        bound = self.config.once_max_wait_seconds if self.once else None
+        try:
+            retry_unavailable(
+                action,
+                on_retry=self._say_unavailable,
+                sleep=self._sleep,
+                stopping=lambda: self._stopping,
+                max_wait=bound,
+            )
+        except KafkaUnavailableError as exc:
+            if bound is None or self._stopping:
+                raise
+            raise self._gave_up(exc, bound) from None
+        for line in self._reach.answered_all():
+            self._notice(line)
+
+    def _say_unavailable(self, error: KafkaUnavailableError, _delay: float) -> None:
+        line = self._reach.failed(error)
+        if line is not None:
+            self._notice(line)
+
+    def _gave_up(self, error: KafkaUnavailableError, waited: float) -> FerryError:
+        return FerryError(
+            f"{error}; gave up after {waited:.0f}s without an answer "
+            "(ferry.once.max.wait.seconds bounds how long a --once run waits)"
+        )
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -258,6 +286,7 @@ class Runner:
             f.started = time.monotonic()
         f.query = writer.start()
         f.retry_at = None
+        f.healthy_at = time.monotonic() + HEALTHY_AFTER_SECONDS
 
     # --- watching ---------------------------------------------------------------------------
 
@@ -282,6 +311,7 @@ class Runner:
                 self._start(spark, f)
             return
         if f.query.isActive:
+            self._working_again(f)
             return
         failure = f.query.exception()
         if failure is None:
@@ -295,14 +325,42 @@ class Runner:
         retry = isinstance(error, KafkaUnavailableError) and not self._stopping
         kind = "unavailable" if retry else "fatal"
         f.errors[kind] = f.errors.get(kind, 0) + 1
-        if retry:
-            self._notice(f"flow {f.flow.name}: {error}; retrying in {f.backoff:.0f}s")
-            f.query = None
-            f.retry_at = time.monotonic() + f.backoff
-            f.backoff = min(MAX_BACKOFF_SECONDS, f.backoff * 2)
-            f.progress.restarts += 1
+        if not retry:
+            raise error
+        assert isinstance(error, KafkaUnavailableError)
+        self._flow_unavailable(f, error)
+
+    def _flow_unavailable(self, f: _Flow, error: KafkaUnavailableError) -> None:
+        now = time.monotonic()
+        if f.down is None:
+            f.down_since = now
+        f.down = error
+        line = self._reach.failed(error, f"flow {f.flow.name}")
+        if line is not None:
+            self._notice(line)
+        bound = self.config.once_max_wait_seconds
+        if self.once and now - f.down_since >= bound:
+            raise self._gave_up(error, now - f.down_since)
+        f.query = None
+        f.retry_at = now + f.backoff.next_delay()
+        f.progress.restarts += 1
+
+    def _working_again(self, f: _Flow) -> None:
+        """A restarted query copied a batch, or ran long enough without failing: start the
+        backoff over, and say the cluster answers again."""
+        if f.backoff.failures == 0:
             return
-        raise error
+        now = time.monotonic()
+        progressed = f.query.lastProgress is not None
+        if not progressed and (f.healthy_at is None or now < f.healthy_at):
+            return
+        f.backoff.reset()
+        f.healthy_at = None
+        if f.down is not None:
+            line = self._reach.answered(f.down.cluster)
+            if line is not None:
+                self._notice(line)
+            f.down = None
 
     def _stop_gracefully(self, flows: list[_Flow]) -> None:
         """Let each running batch finish (its copies are acked and committed), then stop.

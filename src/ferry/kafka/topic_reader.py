@@ -10,11 +10,11 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from ferry.config.model import ClusterConfig
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 
 __all__ = ["TopicTail"]
 
@@ -41,7 +41,7 @@ class TopicTail:
                 "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 50,
             }
-            self._consumer = Consumer(quiet(settings))
+            self._consumer = clients.consumer(settings)
         return self._consumer
 
     def close(self) -> None:

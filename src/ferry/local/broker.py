@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ferry.errors import LocalClusterError
+from ferry.kafka import clients
 from ferry.local.distribution import kafka_classpath
 
 __all__ = ["BrokerProcess", "free_port", "restart_broker", "start_broker"]
@@ -292,9 +293,10 @@ def _launch(broker: BrokerProcess, *, heap: str, timeout: float) -> None:
 def _wait_until_ready(
     broker: BrokerProcess, process: subprocess.Popen[bytes], timeout: float
 ) -> None:
-    from confluent_kafka.admin import AdminClient  # imported late: ferry's CLI starts faster
 
-    admin = AdminClient({**broker.client, "bootstrap.servers": broker.bootstrap, "log_level": 0})
+    admin = clients.admin_client(
+        {**broker.client, "bootstrap.servers": broker.bootstrap, "log_level": 0}
+    )
     deadline = time.monotonic() + timeout
     last_error = "no answer yet"
     while time.monotonic() < deadline:

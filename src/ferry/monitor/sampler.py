@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.monitor.sync_delay import DelayKind
 from ferry.policy import policy_for
@@ -69,7 +70,7 @@ class KafkaSampler:
 
     def _admin(self, alias: str) -> Any:
         if alias not in self._admins:
-            self._admins[alias] = AdminClient(dict(self._config.clusters[alias].admin_config()))
+            self._admins[alias] = clients.admin_client(self._config.clusters[alias].admin_config())
         return self._admins[alias]
 
     def close(self) -> None:

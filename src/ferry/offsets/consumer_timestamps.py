@@ -34,6 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ferry.errors import FerryError
+from ferry.kafka import clients
 
 __all__ = [
     "CONSUMER_TIMESTAMPS_TOPIC",
@@ -201,7 +202,7 @@ def _bootstrap(config: Mapping[str, Any]) -> str:
 
 
 def _reader(config: Mapping[str, Any]) -> Consumer:
-    return Consumer(
+    return clients.consumer(
         {
             **config,
             "group.id": f"ferry-timestamps-reader-{uuid.uuid4().hex}",
@@ -216,7 +217,7 @@ def _reader(config: Mapping[str, Any]) -> Consumer:
 def _producer(config: Mapping[str, Any]) -> Producer:
     # No auto-creation: a topic deleted under us would come back uncompacted, and grow forever.
     settings = {"enable.idempotence": True, "acks": "all", "allow.auto.create.topics": False}
-    return Producer({**config, **settings})
+    return clients.producer({**config, **settings})
 
 
 def _bounds(consumer: Consumer, topic: str, deadline: _Deadline) -> dict[int, tuple[int, int]]:
@@ -343,7 +344,7 @@ class ConsumerTimestampsRecorder:
         self.timeout = timeout
         self._bootstrap = _bootstrap(config)
         self._producer = producer if producer is not None else _producer(config)
-        self._admin = admin if admin is not None else AdminClient(dict(config))
+        self._admin = admin if admin is not None else clients.admin_client(config)
         self._topic_ready = False
 
     def commit(self, consumer: Any, messages: Iterable[Message]) -> dict[Key, TimestampPosition]:
@@ -515,7 +516,7 @@ class TimestampMirror:
         )
         self._consumer = _reader(source_config)
         self._producer = _producer(target_config)
-        self._admin = AdminClient(dict(target_config))
+        self._admin = clients.admin_client(target_config)
         self._position: dict[int, int] = {}
         self._target_ready = False
 

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 
 __all__ = ["GroupAdmin", "GroupState", "group_filter"]
 
@@ -60,7 +59,7 @@ class GroupAdmin:
     def __init__(self, cluster: ClusterConfig, *, timeout: float = 10.0) -> None:
         self.cluster = cluster
         self._timeout = timeout
-        self._admin = AdminClient(quiet(cluster.admin_config()))
+        self._admin = clients.admin_client(cluster.admin_config())
 
     def _call(self, request: Callable[[], Any], what: str) -> Any:
         """`request()` returns a future; retried while the broker says "try again"."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
@@ -40,7 +40,7 @@ def diagnose(config: FerryConfig, *, timeout: float = 10.0) -> list[Finding]:
 def _list(cluster: ClusterConfig, timeout: float) -> dict[str, Any]:
     try:
         topics: dict[str, Any] = (
-            AdminClient(quiet(cluster.admin_config())).list_topics(timeout=timeout).topics
+            clients.admin_client(cluster.admin_config()).list_topics(timeout=timeout).topics
         )
     except KafkaException as exc:
         raise unavailable(cluster, exc) from None
@@ -65,7 +65,7 @@ def _topics_of(config: FerryConfig, flow: FlowConfig, timeout: float) -> dict[st
 def _facts(cluster: ClusterConfig, topics: dict[str, Any], timeout: float) -> list[TopicFacts]:
     if not topics:
         return []
-    admin = AdminClient(quiet(cluster.admin_config()))
+    admin = clients.admin_client(cluster.admin_config())
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
     facts = []
     for resource, future in admin.describe_configs(resources).items():

@@ -19,14 +19,14 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
-from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
 from ferry.kafka.topic_reader import TopicTail
 from ferry.policy import policy_for
@@ -142,7 +142,7 @@ def flow_status(
 def _source_ends(
     cluster: ClusterConfig, selector: TopicSelector, timeout: float
 ) -> dict[tuple[str, int], int]:
-    admin = AdminClient(quiet(cluster.admin_config()))
+    admin = clients.admin_client(cluster.admin_config())
     try:
         topics = admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:

@@ -17,15 +17,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     ResourcePatternType,
     ResourceType,
 )
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 from ferry.tasks.acl_rules import TopicAcl, remote_acls
@@ -57,8 +56,8 @@ class AclSync:
         self.policy = policy_for(flow.policy, flow.source)
         self.selector = TopicSelector(flow, self.policy)
         self._timeout = timeout
-        self._source_admin = AdminClient(quiet(self.source.admin_config()))
-        self._target_admin = AdminClient(quiet(self.target.admin_config()))
+        self._source_admin = clients.admin_client(self.source.admin_config())
+        self._target_admin = clients.admin_client(self.target.admin_config())
         self.off: str | None = None  # why the sync stopped, once it has
 
     def sync(self) -> SyncReport:

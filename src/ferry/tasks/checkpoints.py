@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
+from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
-from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
@@ -102,7 +102,7 @@ class CheckpointEmitter:
         if not checkpoints:
             return
         if self._producer is None:
-            self._producer = Producer(quiet(self.target.producer_config()))
+            self._producer = clients.producer(self.target.producer_config())
         failures: list[str] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:

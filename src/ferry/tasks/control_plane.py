@@ -19,6 +19,7 @@ from typing import Any
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
 from ferry.kafka.log import quiet
+from ferry.kafka.reachability import Reachability
 from ferry.offsets.consumer_timestamps import TimestampMirror
 from ferry.policy import policy_for
 from ferry.tasks.acls import AclSync
@@ -35,11 +36,19 @@ class _Task:
     interval: float
     action: Callable[[], SyncReport]
     due: float = 0.0
+    down: str | None = None  # the cluster that did not answer this task's last turn
 
 
 class ControlPlane:
-    def __init__(self, config: FerryConfig, on_notice: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        on_notice: Callable[[str], None] | None = None,
+        reachability: Reachability | None = None,
+    ) -> None:
         self._notice = on_notice or (lambda _m: None)
+        # Shared with the runner: an outage is said once, whoever meets it first.
+        self._reach = reachability or Reachability()
         self._tasks: list[_Task] = []
         self._closers: list[Callable[[], None]] = []
         self._stop = threading.Event()
@@ -137,6 +146,13 @@ class ControlPlane:
                 task.due = now + task.interval
                 try:
                     self._report(task, task.action())
+                except KafkaUnavailableError as exc:
+                    # Said once per outage: heartbeats alone try every second.
+                    self.failures += 1
+                    task.down = exc.cluster
+                    line = self._reach.failed(exc, task.name)
+                    if line is not None:
+                        self._notice(line)
                 except FerryError as exc:
                     self.failures += 1
                     self._notice(f"{task.name}: {exc}; trying again in {task.interval:.0f}s")
@@ -146,6 +162,11 @@ class ControlPlane:
             self._stop.wait(0.5)
 
     def _report(self, task: _Task, report: SyncReport) -> None:
+        if task.down is not None:
+            line = self._reach.answered(task.down)
+            if line is not None:
+                self._notice(line)
+            task.down = None
         for why in report.skipped:
             self._notice(f"{task.name}: {why}")
 

@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ReplicationError
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Heartbeat
 from ferry.policy import policy_for
 from ferry.tasks.checkpoints import SyncReport
@@ -32,7 +32,7 @@ def ensure_heartbeats_topic(
     cluster: ClusterConfig, topic: str, replication_factor: int, *, timeout: float = 15.0
 ) -> None:
     """`topic` exists on `cluster`: one partition, compacted (MM2's heartbeats topic)."""
-    admin = AdminClient(quiet(cluster.admin_config()))
+    admin = clients.admin_client(cluster.admin_config())
     try:
         if topic in admin.list_topics(timeout=timeout).topics:
             return
@@ -96,7 +96,7 @@ class HeartbeatEmitter:
                 return SyncReport(skipped=(f"heartbeats off: {exc}",))
             self._topic_ready = True
         if self._producer is None:
-            self._producer = Producer(quiet(self.source.producer_config()))
+            self._producer = clients.producer(self.source.producer_config())
         beat = Heartbeat(self.flow.source, self.flow.target, int(self._clock() * 1000))
         failures: list[KafkaError] = []
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -26,8 +25,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.log import quiet
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 from ferry.tasks.checkpoints import SyncReport
@@ -66,8 +65,8 @@ class TopicConfigSync:
         self.selector = TopicSelector(flow, self.policy)
         self._exclude = [re.compile(p) for p in flow.config_properties_exclude]
         self._timeout = timeout
-        self._source_admin = source_admin or AdminClient(quiet(self.source.admin_config()))
-        self._target_admin = target_admin or AdminClient(quiet(self.target.admin_config()))
+        self._source_admin = source_admin or clients.admin_client(self.source.admin_config())
+        self._target_admin = target_admin or clients.admin_client(self.target.admin_config())
         self._told: set[tuple[str, int, int]] = set()  # partition notices already given
         self._notes: list[str] = []  # what this pass could not do, for its report
 

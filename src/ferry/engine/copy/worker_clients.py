@@ -12,10 +12,10 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from ferry.engine.copy.deliveries import DeliveryTracker
-from ferry.kafka.log import quiet
+from ferry.kafka import clients
 
 __all__ = [
     "consumer_for",
@@ -47,7 +47,7 @@ def _key(settings: dict[str, str]) -> str:
 def consumer_for(settings: dict[str, str]) -> Any:
     key = _key(settings)
     if key not in _consumers:
-        _consumers[key] = Consumer(settings)
+        _consumers[key] = clients.consumer(settings)
     return _consumers[key]
 
 
@@ -57,7 +57,7 @@ def producer_for(settings: dict[str, str]) -> tuple[Any, DeliveryTracker]:
         # No default delivery callback: the copier gives one to the copies that need it (see
         # deliveries), and a report nobody asked for costs a Message object per record.
         tracker = DeliveryTracker()
-        producer = Producer(settings)
+        producer = clients.producer(settings)
         _producers[key] = (producer, tracker)
     return _producers[key]
 
@@ -104,7 +104,7 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
     _drop(stale)
     if producer is None:
         # quiet: a producer fenced by its successor logs fatal errors, expected here.
-        producer = Producer(quiet(settings))
+        producer = clients.producer(settings)
         try:
             producer.init_transactions(INIT_TIMEOUT_SECONDS)
         except BaseException:

@@ -16,7 +16,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -25,6 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import ReplicationError
+from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import ReplicationPolicy, policy_for
 from ferry.selection import TopicSelector
@@ -60,8 +60,8 @@ class TopicManager:
         self.target = target
         self.policy: ReplicationPolicy = policy_for(flow.policy, flow.source)
         self.selector = TopicSelector(flow, self.policy)
-        self._source_admin = source_admin or AdminClient(dict(source.admin_config()))
-        self._target_admin = target_admin or AdminClient(dict(target.admin_config()))
+        self._source_admin = source_admin or clients.admin_client(source.admin_config())
+        self._target_admin = target_admin or clients.admin_client(target.admin_config())
         self._timeout = timeout
         self._exclude = [re.compile(p) for p in flow.config_properties_exclude]
 

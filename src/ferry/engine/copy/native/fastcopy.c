@@ -594,6 +594,10 @@ done:
 
 static rd_kafka_conf_t *conf_from(PyObject *settings, const char *role) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* No log lines: librdkafka's default prints every refused connection to stderr (a Spark
+     * worker's stderr reaches the console). What matters ends the copy as an error ferry
+     * words itself; the Python clients' lines go to Python logging instead. */
+    rd_kafka_conf_set_log_cb(conf, NULL);
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     char errstr[512];
