@@ -291,8 +291,8 @@ def _print_plan(plan: Any, as_json: bool) -> None:
 
 @app.command()
 def status(config: ConfigOption, as_json: JsonOption = False) -> None:
-    """Per flow: heartbeat latency, lag per partition, records and bytes copied."""
-    from rich.table import Table
+    """Per flow, read from the clusters: heartbeat latency, replicated position and lag per
+    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer."""
 
     from ferry.config import load_config
     from ferry.ops.status import flow_status
@@ -301,7 +301,15 @@ def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     flows = [flow_status(cfg, flow) for flow in cfg.enabled_flows]
     if as_json:
         print(json.dumps({"flows": {f.flow: f.to_json() for f in flows}}))
-        return
+    else:
+        _print_status(flows)
+    if any(f.errors for f in flows):
+        raise typer.Exit(1)  # a cluster did not answer: its figures are missing
+
+
+def _print_status(flows: list[Any]) -> None:
+    from rich.table import Table
+
     for f in flows:
         latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
         lag = "unknown" if f.lag is None else f"{f.lag:,}"
@@ -318,7 +326,7 @@ def status(config: ConfigOption, as_json: JsonOption = False) -> None:
             )
         out.print(table)
         for error in f.errors:
-            err.print(f"flow {f.flow}: {error}", highlight=False, markup=False)
+            err.print(f"flow {f.flow}: {error}")
 
 
 @app.command()

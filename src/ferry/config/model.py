@@ -116,6 +116,12 @@ class FlowConfig(_Frozen):
         return f"{self.source}->{self.target}"
 
     @property
+    def progress_group(self) -> str:
+        """The group on the target whose offsets of the remote partitions are this flow's
+        position (the next source offset), committed only after the target acknowledged."""
+        return f"ferry-{self.source}-to-{self.target}"
+
+    @property
     def exactly_once(self) -> bool:
         return self.exactly_once_source_support == "enabled"
 

@@ -1,9 +1,13 @@
 """`ferry status`: per flow, heartbeat latency, lag per partition and what was copied.
 
-Latency is now minus the newest heartbeat of the source found in its remote heartbeats topic
-on the target (`A.heartbeats` on B): it covers emitting, copying and the trigger interval, so
-it grows while a flow is stopped even when no application writes. Lag is the source's last
-stable offset minus the position ferry committed (the flow's `stats.json`), per partition.
+Everything that says where replication stands is read from the clusters, so the answer is the
+same on any machine: the replicated position of a source partition is the flow's progress on
+the target (the next source offset, committed as the remote partition's offset in group
+`ferry-<source>-to-<target>` once the target acknowledged the copies; both modes commit it),
+or, for a partition with no progress there yet, the end of its exact offset runs. Lag is the
+source's last stable offset minus that position. Latency is now minus the newest heartbeat of
+the source found in its remote heartbeats topic on the target (`A.heartbeats` on B). Records
+and bytes are what `ferry run` counted on this machine (its state directory).
 A cluster that does not answer leaves its figures null and says why; the rest is reported.
 """
 
@@ -23,12 +27,14 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
-from ferry.engine.flow_state import FlowState, tp_key
+from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
 from ferry.kafka.topic_reader import TopicTail
+from ferry.offsets.groups import GroupAdmin
+from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 
@@ -38,8 +44,10 @@ __all__ = [
     "flow_status",
     "newest_heartbeat",
     "partition_statuses",
+    "replicated_positions",
 ]
 
+TP = tuple[str, int]
 HEARTBEATS_READ_BACK = 50  # records read from the end: a few per flow out of the source
 
 
@@ -89,16 +97,43 @@ def newest_heartbeat(
     return newest
 
 
-def partition_statuses(
-    ends: dict[tuple[str, int], int], stats: dict[str, Any]
-) -> list[PartitionStatus]:
-    """Lag of each source partition against ferry's committed position (0 if never copied)."""
-    per = stats.get("partitions", {})
+def partition_statuses(ends: dict[TP, int], replicated: dict[TP, int]) -> list[PartitionStatus]:
+    """Lag of each source partition against its replicated position (0 if never copied)."""
     rows = []
     for (topic, partition), end in sorted(ends.items()):
-        replicated = int(per.get(tp_key(topic, partition), {}).get("position", 0))
-        rows.append(PartitionStatus(topic, partition, end, replicated, max(0, end - replicated)))
+        position = replicated.get((topic, partition), 0)
+        rows.append(PartitionStatus(topic, partition, end, position, max(0, end - position)))
     return rows
+
+
+def replicated_positions(
+    target: ClusterConfig, flow: FlowConfig, partitions: Iterable[TP], timeout: float
+) -> dict[TP, int]:
+    """Where each source partition stands on the target: the flow's progress, else the end
+    of its offset runs (a flow last run before progress was committed in both modes)."""
+    policy = policy_for(flow.policy, flow.source)
+    progress = GroupAdmin(target, timeout=timeout).committed(flow.progress_group)
+    positions: dict[TP, int] = {}
+    missing: list[TP] = []
+    for topic, partition in partitions:
+        remote = (policy.remote_topic(flow.source, topic), partition)
+        if remote in progress:
+            positions[(topic, partition)] = progress[remote]
+        else:
+            missing.append((topic, partition))
+    if missing:
+        runs = RunsStore(
+            target, policy.offset_runs_topic(flow.source), flow.source, timeout=timeout
+        )
+        try:
+            runs.refresh()
+            for topic, partition in missing:
+                end = runs.index(topic, partition).replicated_end()
+                if end is not None:
+                    positions[(topic, partition)] = end
+        finally:
+            runs.close()
+    return positions
 
 
 def flow_status(
@@ -110,6 +145,7 @@ def flow_status(
 ) -> FlowStatus:
     source, target = config.clusters[flow.source], config.clusters[flow.target]
     policy = policy_for(flow.policy, flow.source)
+    # Counters only: what `ferry run` on this machine counted (its state directory).
     stats = FlowState(flow_state_dir(config.state_dir.resolve(), flow)).stats()
     errors: list[str] = []
     latency: int | None = None
@@ -124,7 +160,7 @@ def flow_status(
     lag: int | None = None
     try:
         ends = _source_ends(source, TopicSelector(flow, policy), timeout)
-        partitions = partition_statuses(ends, stats)
+        partitions = partition_statuses(ends, replicated_positions(target, flow, ends, timeout))
         lag = sum(p.lag for p in partitions)
     except FerryError as exc:
         errors.append(str(exc))

@@ -67,7 +67,7 @@ def producer_settings(target: ClusterConfig) -> dict[str, str]:
 
 
 def flow_group(flow: FlowConfig) -> str:
-    return f"ferry-{flow.source}-to-{flow.target}"
+    return flow.progress_group
 
 
 def progress_consumer_settings(target: ClusterConfig, flow: FlowConfig) -> dict[str, str]:

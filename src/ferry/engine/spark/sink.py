@@ -3,7 +3,8 @@
 `write` runs in an executor's Python worker and returns only after the target acknowledged
 every record of its ranges. `commit` runs on the driver once every task of the batch
 succeeded, and before Spark records the batch as done in its checkpoint: it writes the exact
-offset runs to the flow's offset-runs topic (and waits for the ack) and updates the counters.
+offset runs to the flow's offset-runs topic (and waits for the ack), commits the flow's
+position in its group on the target (for `ferry status`) and updates the counters.
 If anything fails first, Spark replays the batch: records may be copied twice (at-least-once),
 never lost. In exactly-once mode each task commits one transaction per partition holding the
 copies, the runs and the progress (`ferry.engine.copy.exactly_once`); a replayed batch skips what
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from ferry.engine.copy.client_settings import (
@@ -30,6 +32,7 @@ from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, ReplicationError, error_to_text
+from ferry.kafka.errors import unavailable
 from ferry.kafka.offset_runs import OffsetSyncRecord
 from ferry.policy import policy_for
 
@@ -166,9 +169,10 @@ class MirrorSink(DataSourceStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]
         results = [r for report in reports for r in report.results]
-        if not self.spec.flow.exactly_once:  # exactly-once wrote them in each transaction
+        if not self.spec.flow.exactly_once:  # exactly-once wrote both in each transaction
             try:
                 self._write_runs(results)
+                self._commit_progress(results)
             except FerryError as exc:
                 raise RuntimeError(error_to_text(exc)) from None
         FlowState(self.spec.state_dir).add_batch(
@@ -193,6 +197,28 @@ class MirrorSink(DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
+
+    def _commit_progress(self, results: list[PartitionResult]) -> None:
+        """The flow's position where anyone can read it (`ferry status` on any machine): the
+        next source offset of each partition, as the remote partition's offset in the flow's
+        group on the target (where exactly-once commits it too). Called after the target
+        acknowledged the copies and their runs, so it never runs ahead of what is there."""
+        from ferry.engine.copy import worker_clients
+
+        if not results:
+            return
+        source = self.spec.flow.source
+        policy = policy_for(self.spec.flow.policy, source)
+        offsets = [
+            TopicPartition(policy.remote_topic(source, r.topic), r.partition, r.end)
+            for r in results
+        ]
+        settings = progress_consumer_settings(self.spec.target, self.spec.flow)
+        try:
+            worker_clients.consumer_for(settings).commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            worker_clients.evict(settings, {})
+            raise unavailable(self.spec.target, exc) from None
 
     def _write_runs(self, results: list[PartitionResult]) -> None:
         from ferry.engine.copy import worker_clients
