@@ -2,7 +2,7 @@
 
 `python -m bench.copy_loop --bootstrap-a A --bootstrap-b B [--records N] [--rounds R]`
 preloads one topic on A (1 KiB random values with keys, 8 partitions), then copies it with
-`copy_bin` (confluent-kafka, copier.py) and `copy_bin_native` (C, native/fastcopy.c) in
+`copy_bin` (confluent-kafka, python_loop.py) and `copy_bin_native` (C, native/fastcopy.c) in
 alternating rounds, each into a fresh remote topic on B, with ferry's client settings. Per
 round: seconds, records/s and the CPU seconds of this process split into the calling thread
 (the loop) and librdkafka's threads (fetch, produce, compression). It measures what a Spark

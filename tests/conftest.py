@@ -30,6 +30,29 @@ settings.register_profile("explore", derandomize=False, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
+# Fixtures that start real brokers or a real Spark: only integration tests may use them, so
+# `pytest -m "not integration"` (make unit) starts neither.
+NEEDS_INTEGRATION = frozenset({"kafka_clusters", "spark"})
+INTEGRATION_DIRS = ("integration", "chaos")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration and tests/chaos is an integration test."""
+    for item in items:
+        if Path(item.path).parent.name in INTEGRATION_DIRS:
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    wanted = NEEDS_INTEGRATION.intersection(getattr(item, "fixturenames", ()))
+    if wanted and item.get_closest_marker("integration") is None:
+        pytest.fail(
+            f"{item.nodeid} uses {', '.join(sorted(wanted))}, which start(s) brokers or Spark; "
+            "move it to tests/integration (or mark it integration)",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
     """Two independent single-node KRaft clusters, A and B, for the whole session."""

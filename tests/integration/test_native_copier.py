@@ -1,6 +1,6 @@
 """The native copy loop against real brokers: what the Python loop's unit tests pin with fakes.
 
-copy_bin_native runs the C loop (src/ferry/engine/native/fastcopy.c) with its own librdkafka
+copy_bin_native runs the C loop (src/ferry/engine/copy/native/fastcopy.c) with its own librdkafka
 consumer and producer; each test reads back what landed in the target.
 """
 

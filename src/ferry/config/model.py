@@ -107,8 +107,8 @@ class FlowConfig(_Frozen):
     batch_max_bytes: int | None = None
     bins: int = 0  # 0: Spark's default parallelism (one bin per core)
     trigger_interval_ms: int = 200
-    # The per-task copy loop: "native" (C over librdkafka, engine/native/fastcopy.c),
-    # "python" (engine/copier.py), "auto": native where it loads, else python.
+    # The per-task copy loop: "native" (C over librdkafka, engine/copy/native/fastcopy.c),
+    # "python" (engine/copy/python_loop.py), "auto": native where it loads, else python.
     copier: Literal["auto", "native", "python"] = "auto"
 
     @property

@@ -1,6 +1,6 @@
 """What a failed copy says: the copy loops' errors, worded once for both loops.
 
-Pure code (no clients). The Python loop (copier.py) and the native one (native_copier.py)
+Pure code (no clients). The Python loop (python_loop.py) and the native one (native_loop.py)
 both end a failed copy with one of these, so a user reads the same message, naming cluster,
 topic, partition, offset and the fix, whichever loop ran.
 """

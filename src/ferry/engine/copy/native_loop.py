@@ -1,8 +1,8 @@
 """The native copy loop (native/fastcopy.c): loading it, and reading its outcome.
 
-`copy_bin_native` has `copy_bin`'s contract (copier.py): it returns per-partition results once
+`copy_bin_native` has `copy_bin`'s contract (python_loop.py): it returns per-partition results once
 the target acknowledged every copy, or raises ReplicationError (halt) or KafkaUnavailableError
-(retry later), with the same words (copy_errors.py). The C loop owns its own consumer and
+(retry later), with the same words (errors.py). The C loop owns its own consumer and
 producer, so a `NativeCopier` replaces both clients of the Python loop.
 
 The extension is not linked against librdkafka: it uses the library confluent-kafka already

@@ -1,7 +1,7 @@
 /*
  * ferry.engine._fastcopy: the copy loop of one Spark task, in C over librdkafka.
  *
- * Same contract as the Python loop in copier.py (which stays the reference and the
+ * Same contract as the Python loop in python_loop.py (which stays the reference and the
  * fallback): consume exact source offset ranges, produce faithful copies to the same
  * partition number of the remote topic (key, value or tombstone, headers in order,
  * timestamp), add the `ferry.origin` header unless the record has one, skip records whose
@@ -14,11 +14,11 @@
  * offset (carried as the message opaque), so runs are exact per record at no extra cost.
  *
  * The GIL is released for the whole copy; the delivery callback touches no Python object.
- * Errors are returned as a tuple and turned into ferry's errors by native_copier.py, so the
- * wording stays in one place (copy_errors.py).
+ * Errors are returned as a tuple and turned into ferry's errors by native_loop.py, so the
+ * wording stays in one place (errors.py).
  *
  * librdkafka is not linked: its symbols resolve at import against the library
- * confluent-kafka loaded (native_copier.py makes it global first).
+ * confluent-kafka loaded (native_loop.py makes it global first).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -185,7 +185,7 @@ static int run_close(Range *r) {
     return 0;
 }
 
-/* RunBuilder.add of offset_runs.py. Returns -1 when out of memory. */
+/* RunBuilder.add of kafka/offset_runs.py. Returns -1 when out of memory. */
 static int run_add(Range *r, int64_t upstream, int64_t downstream) {
     if (r->run_count && upstream == r->run_up + r->run_count &&
         downstream == r->run_down + r->run_count) {
