@@ -176,13 +176,14 @@ def test_heartbeats_configs_and_status_follow_the_data_while_running(
     ]
     assert running["records"] >= 30 and running["bytes"] > 0  # plus the heartbeats copied
     # Stopped: no heartbeat arrives any more, so latency grows with the clock.
+    first = time.monotonic()
     stopped = _status(config)
-    between = time.monotonic()
     later = _status(config)
-    waited_ms = (time.monotonic() - between) * 1000
+    elapsed_ms = (time.monotonic() - first) * 1000
     assert stopped["latency_ms"] is not None and later["latency_ms"] is not None
     growth = later["latency_ms"] - stopped["latency_ms"]
-    assert 0 < growth <= waited_ms + 1000, (stopped, later, waited_ms)
+    # Both clock reads fall between `first` and now: the growth is at most that time.
+    assert 0 < growth <= elapsed_ms + 1, (stopped, later, elapsed_ms)
 
     human = run_ferry("status", "-c", str(config), timeout=60)
     assert human.returncode == 0, human.stdout + human.stderr
@@ -190,7 +191,7 @@ def test_heartbeats_configs_and_status_follow_the_data_while_running(
 
     # `--once` runs every control-plane task once after copying (heartbeats, config sync).
     once = run_once(config, spark)
-    assert once["A->B"].records >= 0
+    assert once["A->B"].done
     after = _status(config)
     assert all(p["lag"] == 0 for p in after["partitions"] if p["topic"] == topic_name)
     assert after["partitions"] and not after["errors"]

@@ -260,11 +260,9 @@ def test_an_unreachable_cluster_is_reported_not_fatal(
 
     sampler = KafkaSampler(config, timeout=1)
     service = MonitorService(config, sampler=sampler, log=lines.append)
-    started = time.monotonic()
     service.tick(config.flow("A", "B"))
     service.tick(config.flow("A", "B"))
 
-    assert time.monotonic() - started < 10
     assert len(lines) == 1, lines
     assert lines[0].startswith("flow A->B: no sample this period: cluster B (127.0.0.1:1)")
     failures = service.metrics.registry.get_sample_value(

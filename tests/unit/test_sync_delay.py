@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.monitor.sync_delay import WINDOW, Alert, DelayKind, OffsetWindow, SyncDelayDetector
+from ferry.monitor.sync_delay import Alert, DelayKind, OffsetWindow, SyncDelayDetector
 
 LATEST, CONSUME = DelayKind.LATEST, DelayKind.CONSUME
 KEY = ("A->B", "orders", 0)
@@ -183,14 +183,19 @@ def test_ten_thousand_samples_keep_a_four_slot_window_and_the_rule_still_works()
     assert detector.observe(LATEST, KEY, a + 100, b + 1_000) is None
 
 
-def test_the_window_index_stays_bounded() -> None:
-    """`times` wraps with the circular arrays instead of growing (the seed's overflow note)."""
-    window = OffsetWindow()
+def test_after_thousands_of_samples_a_stall_is_caught_as_on_the_first_day() -> None:
+    """The window is circular: however many samples came before, the rule reads the last four
+    (nothing grows without bound, nothing drifts)."""
+    window, fresh = OffsetWindow(), OffsetWindow()
     for n in range(10_003):
-        window.add(n * 10, n * 10, kind=LATEST, threshold=0)
-    assert window._times in range(WINDOW)
-    assert window._samples == WINDOW
-    assert len(window._a) == len(window._b) == WINDOW
+        assert window.add(n * 10, n * 10, kind=LATEST, threshold=0) is None
+    a, b = 10_003 * 10, 10_002 * 10  # from now on B is stalled while A grows by 10 a period
+    fresh_start = [fresh.add(i * 10, i * 10, kind=LATEST, threshold=0) for i in range(4)]
+    assert fresh_start == [None] * 4
+    stalled = [window.add(a + i * 10, b, kind=LATEST, threshold=0) for i in range(4)]
+    fresh_stalled = [fresh.add(40 + i * 10, 30, kind=LATEST, threshold=0) for i in range(4)]
+    assert stalled == fresh_stalled
+    assert stalled[-1] is not None
 
 
 # --- property ---------------------------------------------------------------------------------
