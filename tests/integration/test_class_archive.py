@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ferry.local.broker import BrokerProcess
@@ -31,37 +32,24 @@ def _ferry_once(config: Path, cache: Path) -> tuple[int, str, set[str]]:
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         mapped |= _mapped_archives(proc.pid)
-        time.sleep(0.2)  # sampling /proc while it runs, not waiting for a condition
+        time.sleep(0.2)  # sampling the process tree while it runs, not waiting for a condition
     out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
     return proc.returncode, out.decode(errors="replace"), mapped
 
 
 def _mapped_archives(root: int) -> set[str]:
+    """Class archives (.jsa) mapped by `root` or any process below it."""
     found: set[str] = set()
-    for pid in _tree(root):
+    try:
+        tree = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+    except psutil.Error:
+        return found
+    for process in tree:
         try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            continue
-        found |= {line.split()[-1] for line in maps.splitlines() if line.endswith(".jsa")}
+            found |= {m.path for m in process.memory_maps(grouped=True) if m.path.endswith(".jsa")}
+        except psutil.Error:
+            continue  # ended meanwhile
     return found
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
 
 
 def test_first_run_writes_the_archive_and_the_next_run_maps_it(

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from ferry.errors import LocalClusterError
 from ferry.kafka import clients
 from ferry.local.distribution import kafka_classpath
@@ -112,14 +114,14 @@ class BrokerProcess:
     def is_running(self) -> bool:
         """True while the recorded pid is still this broker (not a recycled pid)."""
         try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
+            process = psutil.Process(self.pid)
+            # A zombie has exited and only waits for its parent to reap it.
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return False
+            cmdline = process.cmdline()
+        except psutil.Error:
             return False
-        # A zombie (state Z) has exited and only waits for its parent to reap it.
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
-        return str(self.properties_file).encode() in cmdline
+        return any(str(self.properties_file) in arg for arg in cmdline)
 
     def log_tail(self, lines: int = 15) -> str:
         """The broker's first ERROR lines (the cause) and its last lines (how it ended)."""
