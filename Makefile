@@ -25,10 +25,10 @@ test: setup lint
 	$(BIN)/pytest
 
 unit: setup
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -m 'integration and not system'
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
