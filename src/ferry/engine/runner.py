@@ -12,11 +12,9 @@ end.
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
@@ -29,6 +27,7 @@ from ferry.kafka.reachability import Reachability
 from ferry.kafka.retry import Backoff, retry_unavailable
 from ferry.monitor.http import MetricsServer
 from ferry.policy import policy_for
+from ferry.signals import stop_on_signals
 from ferry.tasks.control_plane import ControlPlane
 from ferry.tasks.heartbeats import ensure_heartbeats_topic
 
@@ -112,12 +111,20 @@ class Runner:
         self._stopping = True
 
     def run(self) -> list[FlowProgress]:
+        """Copy until done (`--once`) or stopped; SIGINT/SIGTERM stop after the current batch."""
+        with stop_on_signals(self._stop_on_signal):
+            return self._run()
+
+    def _stop_on_signal(self) -> None:
+        self._stopping = True
+        self._notice("stopping after the current batch (Ctrl-C again to stop now)")
+
+    def _run(self) -> list[FlowProgress]:
         flows: list[_Flow] = []
         server: MetricsServer | None = None
         control: ControlPlane | None = None
         spark: Any = None
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
-        previous = self._install_signal_handlers()
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
             # spends seconds starting.
@@ -147,7 +154,6 @@ class Runner:
                 # After copying: checkpoints (and group sync) as of now, then exit.
                 self._retrying(plane.run_once)
         finally:
-            self._restore_signal_handlers(previous)
             if control is not None:
                 control.stop()
             if server is not None:
@@ -409,28 +415,6 @@ class Runner:
                     p.mb_per_second = (p.bytes - size) / (now - then) / 1e6
                 f.last_sample = (now, p.records, p.bytes)
         self._on_progress([f.progress for f in flows])
-
-    # --- signals ----------------------------------------------------------------------------
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        previous: dict[int, Any] = {}
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            if self._stopping:
-                raise KeyboardInterrupt  # second Ctrl-C: stop now (the batch is replayed)
-            self._stopping = True
-            self._notice("stopping after the current batch (Ctrl-C again to stop now)")
-
-        try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, handler)
-        except ValueError:
-            pass  # not the main thread (e.g. embedded); the caller handles stopping
-        return previous
-
-    def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _first_line(text: str) -> str:

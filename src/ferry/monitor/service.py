@@ -13,13 +13,11 @@ loop logs it (once until it changes) and tries again next period.
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
@@ -29,6 +27,7 @@ from ferry.monitor.metrics import DEFAULT_PORT, MonitorMetrics
 from ferry.monitor.sampler import FlowSample, KafkaSampler, OffsetPair, Sampler
 from ferry.monitor.sync_delay import Alert, DelayKind, SyncDelayDetector
 from ferry.monitor.webhook import Webhook
+from ferry.signals import stop_on_signals
 
 __all__ = [
     "DEFAULT_PERIOD_SECONDS",
@@ -273,43 +272,29 @@ def serve(
                 f"cannot serve metrics on 127.0.0.1:{port}: {exc.strerror or exc}; pick another "
                 "port with --metrics-port (0 = any free port)"
             ) from None
-        previous = _install_signal_handlers(service, log)
+
+        def stop() -> None:
+            log("stopping")
+            service.request_stop()
+
         try:
-            server.start()
-            on_ready(server.port)
-            for flow in service.flows:
-                groups = (
-                    f"; consume offsets of groups {list(flow.groups)}"
-                    if flow.sync_group_offsets_enabled
-                    else ""
-                )
-                log(f"monitoring flow {flow.name} every {period_of(flow)}s: latest offsets{groups}")
-            service.run()
+            with stop_on_signals(stop):
+                server.start()
+                on_ready(server.port)
+                for flow in service.flows:
+                    groups = (
+                        f"; consume offsets of groups {list(flow.groups)}"
+                        if flow.sync_group_offsets_enabled
+                        else ""
+                    )
+                    log(
+                        f"monitoring flow {flow.name} every {period_of(flow)}s: "
+                        f"latest offsets{groups}"
+                    )
+                service.run()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             server.stop()
             service.close()
     finally:
         if webhook is not None:
             webhook.close()
-
-
-def _install_signal_handlers(service: MonitorService, log: Log) -> dict[int, Any]:
-    stopping = False
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        if stopping:
-            raise KeyboardInterrupt  # a second Ctrl-C: do not wait for a slow cluster
-        stopping = True
-        log("stopping")
-        service.request_stop()
-
-    previous: dict[int, Any] = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:
-        pass  # not the main thread: whoever runs us stops us
-    return previous
