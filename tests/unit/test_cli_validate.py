@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tests.ferry_cli import run_ferry
 
+BASE = "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+
 
 def _validate(path: Path) -> subprocess.CompletedProcess[str]:
     return run_ferry("validate", "-c", str(path), timeout=60)
@@ -14,10 +16,7 @@ def _validate(path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_a_valid_file_is_summarised_with_its_flows_and_ignored_keys(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text(
-        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
-        "A->B.enabled = true\nA->B.topics = orders\ntasks.max = 8\n"
-    )
+    config.write_text(BASE + "A->B.enabled = true\nA->B.topics = orders\ntasks.max = 8\n")
     result = _validate(config)
     assert result.returncode == 0, result.stderr
     assert f"{config}: valid" in result.stdout
@@ -40,8 +39,7 @@ def test_an_unsafe_file_is_refused_with_exit_1_and_one_line(tmp_path: Path) -> N
 def test_mm2_settings_ferry_has_no_use_for_are_named_with_the_reason(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
     config.write_text(
-        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
-        "A->B.enabled = true\noffset.lag.max = 50\nA->B.refresh.groups.enabled = false\n"
+        BASE + "A->B.enabled = true\noffset.lag.max = 50\nA->B.refresh.groups.enabled = false\n"
         "refresh.groups.interval.seconds = 30\n"
     )
     result = _validate(config)
@@ -56,10 +54,7 @@ def test_mm2_settings_ferry_has_no_use_for_are_named_with_the_reason(tmp_path: P
 
 def test_a_bad_value_of_a_setting_ferry_does_not_need_is_still_an_error(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    config.write_text(
-        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
-        "offset.lag.max = lots\n"
-    )
+    config.write_text(BASE + "offset.lag.max = lots\n")
     result = _validate(config)
     assert result.returncode == 1
     assert f"error: {config}:4, key 'offset.lag.max': 'lots' is not allowed" in result.stderr
