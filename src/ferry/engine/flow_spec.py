@@ -27,11 +27,15 @@ class FlowSpec(BaseModel):
     target: ClusterConfig
     state_dir: str  # this flow's directory: stats and the Spark checkpoint
     bins: int = 2  # Spark's default parallelism, used when the flow sets no `ferry.bins`
+    leased: bool = False  # continuous copy in leases (not --once, ferry.lease.seconds > 0)
 
     @classmethod
-    def of(cls, config: FerryConfig, flow: FlowConfig, bins: int = 2) -> FlowSpec:
+    def of(
+        cls, config: FerryConfig, flow: FlowConfig, bins: int = 2, leased: bool = False
+    ) -> FlowSpec:
         return cls(
             bins=bins,
+            leased=leased,
             flow=flow,
             source=config.clusters[flow.source],
             target=config.clusters[flow.target],

@@ -29,7 +29,13 @@ class FlowState:
 
     @property
     def checkpoint(self) -> Path:
+        """Spark's checkpoint of bounded micro-batches: the flow's source positions."""
         return self.directory / "checkpoint"
+
+    @property
+    def lease_checkpoint(self) -> Path:
+        """Spark's checkpoint of leases: only lease numbers (the positions are on the target)."""
+        return self.directory / "lease-checkpoint"
 
     def _read(self, name: str) -> dict[str, Any]:
         try:
@@ -48,6 +54,19 @@ class FlowState:
     def stop_marker(self) -> Path:
         """While this file exists the planner plans no new batch (a graceful stop)."""
         return self.directory / "stopping"
+
+    @property
+    def replan_marker(self) -> Path:
+        """While this file exists, running leases end early: the assignment must change (new
+        topics or partitions); the planner removes it when it plans the next lease."""
+        return self.directory / "replan"
+
+    def lease_topics(self) -> dict[str, int]:
+        """The topics (and partition counts) the running lease copies, as the planner wrote."""
+        return {str(t): int(n) for t, n in self._read("lease.json").get("topics", {}).items()}
+
+    def write_lease(self, lease: int, topics: dict[str, int]) -> None:
+        self._write("lease.json", {"lease": lease, "time": time.time(), "topics": topics})
 
     def stats(self) -> dict[str, Any]:
         return self._read("stats.json")

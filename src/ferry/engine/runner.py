@@ -20,6 +20,7 @@ from typing import Any
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
+from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.session import start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
@@ -123,6 +124,7 @@ class Runner:
         flows: list[_Flow] = []
         server: MetricsServer | None = None
         control: ControlPlane | None = None
+        watch: AssignmentWatch | None = None
         spark: Any = None
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
         try:
@@ -141,11 +143,14 @@ class Runner:
             spark.dataSource.register(MirrorDataSource)
             bins = int(spark.sparkContext.defaultParallelism)
             for flow in self.config.enabled_flows:
-                spec = FlowSpec.of(self.config, flow, bins=bins)
+                leased = flow.leased and not self.once  # --once copies bounded batches
+                spec = FlowSpec.of(self.config, flow, bins=bins, leased=leased)
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
             server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
+            leases = [(f.flow, f.state) for f in flows if f.spec.leased]
+            watch = AssignmentWatch(self.config, leases, lambda: self._stopping).start()
             control = plane = ControlPlane(self.config, self._notice, self._reach)
             if not self.once:
                 plane.start()
@@ -154,6 +159,8 @@ class Runner:
                 # After copying: checkpoints (and group sync) as of now, then exit.
                 self._retrying(plane.run_once)
         finally:
+            if watch is not None:
+                watch.stop()
             if control is not None:
                 control.stop()
             if server is not None:
@@ -279,7 +286,10 @@ class Runner:
         writer = (
             reader.writeStream.format("ferry-mirror")
             .option("spec", spec_json)
-            .option("checkpointLocation", str(f.state.checkpoint))
+            .option(
+                "checkpointLocation",
+                str(f.state.lease_checkpoint if f.spec.leased else f.state.checkpoint),
+            )
             .queryName(f"ferry {f.flow.source} to {f.flow.target}")
         )
         if self.once:
@@ -306,6 +316,7 @@ class Runner:
                 return
             if self._stopping:
                 self._stop_gracefully(flows)
+                self._update_progress(flows)  # what the last batches or leases copied
                 return
             time.sleep(0.25)
 

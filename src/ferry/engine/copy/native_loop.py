@@ -26,7 +26,7 @@ from ferry.engine.copy.errors import (
     size_error,
     stall_error,
 )
-from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import BUCKETS_MS, Histogram
 from ferry.errors import KafkaUnavailableError
 from ferry.kafka.errors import UNREACHABLE_CODES
@@ -95,13 +95,18 @@ class NativeCopier:
         """A copy failed: its clients may be fenced, or hold purged state. Drop it."""
         return bool(self._copier.broken)
 
+    def release(self) -> None:
+        """Give up the partitions a lease's slices kept assigned (copying nothing)."""
+        self._copier.copy([], b"", (), 1.0, (), 0)
+
     def close(self) -> None:
         self._copier.close()
 
 
 def copy_bin_native(
-    copier: NativeCopier, ranges: list[CopyRange], ctx: CopyContext
+    copier: NativeCopier, ranges: list[CopyRange], ctx: CopyContext, slice: Slice | None = None
 ) -> list[PartitionResult]:
+    """Copy the ranges in C; with a `slice`, the ranges may be open (see python_loop)."""
     work = [r for r in ranges if r.end > r.start]
     if not work:
         return []
@@ -127,17 +132,21 @@ def copy_bin_native(
         ctx.stall_timeout,
         _BUCKETS,
         LATENCY_SAMPLE_MASK,
+        slice.seconds if slice is not None else 0.0,
+        slice is not None and slice.continuing,
     )
     if error is not None:
         raise _error_of(error, work, ctx)
     out = []
-    for r, (copied, skipped, size, expired, runs, age, latency) in zip(work, results, strict=True):
+    for r, (copied, skipped, size, expired, runs, age, latency, position) in zip(
+        work, results, strict=True
+    ):
         out.append(
             PartitionResult(
                 r.topic,
                 r.partition,
                 r.start,
-                r.end,
+                position if r.end == OPEN else r.end,
                 copied=copied,
                 skipped=skipped,
                 bytes=size,

@@ -12,14 +12,25 @@ from dataclasses import dataclass, field
 from ferry.engine.latency import Histogram
 from ferry.kafka.offset_runs import OffsetRun
 
-__all__ = ["EARLIEST", "CopyContext", "CopyRange", "PartitionResult"]
+__all__ = ["EARLIEST", "OPEN", "CopyContext", "CopyRange", "PartitionResult", "Slice"]
 
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: "the earliest offset still retained"
+OPEN = 2**63 - 1  # the end of a leased range: no end, copy what arrives
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One stretch of a lease (engine/copy/lease.py): copy open ranges for `seconds`, then
+    return once the target acknowledged; `continuing`: the consumer is assigned already."""
+
+    seconds: float
+    continuing: bool = False
 
 
 @dataclass(frozen=True)
 class CopyRange:
-    """Source offsets [start, end); start is EARLIEST for a partition never copied before."""
+    """Source offsets [start, end); start is EARLIEST for a partition never copied before,
+    end is OPEN in a lease (copy what arrives)."""
 
     topic: str
     partition: int

@@ -78,15 +78,19 @@ class TopicManager:
         target = self._metadata(self.target, self._target_admin).cluster_id
         return str(source), str(target)
 
-    def sync(self) -> dict[str, RemoteTopic]:
-        """Select source topics, create or expand their remote topics; return the ready ones."""
+    def selected(self) -> dict[str, int]:
+        """The source topics the flow copies, with their partition counts."""
         source_md = self._metadata(self.source, self._source_admin)
-        target_md = self._metadata(self.target, self._target_admin)
-        selected = {
+        return {
             name: len(md.partitions)
             for name, md in source_md.topics.items()
             if md.error is None and self.selector.accepts(name)
         }
+
+    def sync(self) -> dict[str, RemoteTopic]:
+        """Select source topics, create or expand their remote topics; return the ready ones."""
+        selected = self.selected()
+        target_md = self._metadata(self.target, self._target_admin)
         remote = {name: self.policy.remote_topic(self.flow.source, name) for name in selected}
         missing = [t for t in selected if remote[t] not in target_md.topics]
         if missing:

@@ -1,5 +1,10 @@
 """The mirror sink: each Spark task copies the ranges of its bin; the driver records the runs.
 
+In lease mode (continuous `ferry run`) a task's `write` is a whole lease
+(engine/copy/lease.py): it copies its partitions continuously and commits the runs and the
+flow's position itself after every slice, so `commit` only updates the counters. What follows
+is bounded micro-batches (`--once`, `ferry.lease.seconds = 0`).
+
 `write` runs in an executor's Python worker and returns only after the target acknowledged
 every record of its ranges. `commit` runs on the driver once every task of the batch
 succeeded, and before Spark records the batch as done in its checkpoint: it writes the exact
@@ -18,7 +23,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from ferry.engine.copy.client_settings import (
@@ -26,14 +30,19 @@ from ferry.engine.copy.client_settings import (
     producer_settings,
     progress_consumer_settings,
 )
-from ferry.engine.copy.exactly_once import TransactionalSettings, copy_bin_exactly_once
+from ferry.engine.copy.exactly_once import (
+    TransactionalSettings,
+    committed_positions,
+    copy_bin_exactly_once,
+    run_lease_exactly_once,
+)
+from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
+from ferry.engine.copy.progress import commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
-from ferry.errors import FerryError, ReplicationError, error_to_text
-from ferry.kafka.errors import unavailable
-from ferry.kafka.offset_runs import OffsetSyncRecord
+from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
 __all__ = ["BinReport", "MirrorSink"]
@@ -105,6 +114,9 @@ class MirrorSink(DataSourceStreamWriter):
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
+        if self.spec.leased:
+            log_ends = {(r.topic, r.partition): r.log_end for r in rows}
+            return self._lease(consumer_conf, ranges, ctx, log_ends, began)
         if self.spec.flow.exactly_once:
             consumer = worker_clients.consumer_for(consumer_conf)
             results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
@@ -126,6 +138,114 @@ class MirrorSink(DataSourceStreamWriter):
             lambda: worker_clients.evict(consumer_conf, producer_conf),
         )
         return BinReport(results, time.monotonic() - began)
+
+    def _lease(
+        self,
+        consumer_conf: dict[str, str],
+        ranges: list[CopyRange],
+        ctx: CopyContext,
+        log_ends: dict[tuple[str, int], int],
+        began: float,
+    ) -> BinReport:
+        from ferry.engine.copy import worker_clients
+
+        flow = self.spec.flow
+        state = FlowState(self.spec.state_dir)
+
+        def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
+            return state.stop_marker.exists() or state.replan_marker.exists()
+
+        terms = LeaseTerms(flow.lease_seconds, flow.commit_interval, lease_over)
+        runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
+        progress_conf = progress_consumer_settings(self.spec.target, flow)
+        if flow.exactly_once:
+            consumer = worker_clients.consumer_for(consumer_conf)
+            progress = worker_clients.consumer_for(progress_conf)
+            settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
+
+            def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+                return worker_clients.transactional_producer(
+                    settings.for_partition(topic, partition), fresh
+                )
+
+            def lease_exactly_once() -> list[PartitionResult]:
+                results, notices = run_lease_exactly_once(
+                    consumer,
+                    progress,
+                    producer_for,
+                    worker_clients.transactional_tracker,
+                    ranges,
+                    ctx,
+                    runs_topic,
+                    terms,
+                    log_ends,
+                )
+                self._notices(notices)
+                return results
+
+            def drop() -> None:
+                worker_clients.evict(consumer_conf, {})
+                worker_clients.evict_transactional(
+                    [settings.for_partition(r.topic, r.partition) for r in ranges]
+                )
+
+            results = _dropping_clients_on_failure(lease_exactly_once, drop)
+            return BinReport(results, time.monotonic() - began)
+        producer_conf = producer_settings(self.spec.target)
+        progress = worker_clients.consumer_for(progress_conf)
+        runs_producer, _tracker = worker_clients.producer_for(producer_conf)
+        positions, notices = start_positions(
+            ranges, committed_positions(progress, ranges, ctx), log_ends
+        )
+        self._notices(notices)
+
+        def commit(results: list[PartitionResult]) -> None:
+            write_runs(runs_producer, runs_topic, flow.source, self.spec.target, results)
+            moved = {
+                (r.remote_topic, r.partition): result.end
+                for r, result in zip(ranges, results, strict=True)
+                if result.end != positions_before[(r.topic, r.partition)]
+            }
+            commit_positions(progress, self.spec.target, moved)
+            positions_before.update({(x.topic, x.partition): x.end for x in results})
+
+        positions_before = dict(positions)
+        if _use_native(flow.copier):
+            from ferry.engine.copy.native_loop import copy_bin_native
+
+            copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
+            results = _dropping_clients_on_failure(
+                lambda: run_lease(
+                    ranges,
+                    positions,
+                    terms,
+                    lambda work, s: copy_bin_native(copier, work, ctx, s),
+                    commit,
+                ),
+                lambda: worker_clients.evict_native(consumer_conf, producer_conf),
+            )
+            copier.release()
+            return BinReport(results, time.monotonic() - began, "native")
+        consumer = worker_clients.consumer_for(consumer_conf)
+        producer, tracker = worker_clients.producer_for(producer_conf)
+        results = _dropping_clients_on_failure(
+            lambda: run_lease(
+                ranges,
+                positions,
+                terms,
+                lambda work, s: copy_bin(consumer, producer, tracker, work, ctx, s),
+                commit,
+            ),
+            lambda: worker_clients.evict(consumer_conf, producer_conf),
+        )
+        consumer.unassign()
+        return BinReport(results, time.monotonic() - began)
+
+    def _notices(self, notices: list[str]) -> None:
+        import sys
+
+        for notice in notices:
+            print(f"ferry: flow {self.spec.flow.name}: {notice}", file=sys.stderr, flush=True)
 
     def _copy_exactly_once(
         self,
@@ -169,7 +289,8 @@ class MirrorSink(DataSourceStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]
         results = [r for report in reports for r in report.results]
-        if not self.spec.flow.exactly_once:  # exactly-once wrote both in each transaction
+        # Exactly-once wrote both in each transaction, a lease after each slice.
+        if not self.spec.flow.exactly_once and not self.spec.leased:
             try:
                 self._write_runs(results)
                 self._commit_progress(results)
@@ -205,51 +326,20 @@ class MirrorSink(DataSourceStreamWriter):
         acknowledged the copies and their runs, so it never runs ahead of what is there."""
         from ferry.engine.copy import worker_clients
 
-        if not results:
-            return
         source = self.spec.flow.source
         policy = policy_for(self.spec.flow.policy, source)
-        offsets = [
-            TopicPartition(policy.remote_topic(source, r.topic), r.partition, r.end)
-            for r in results
-        ]
+        positions = {(policy.remote_topic(source, r.topic), r.partition): r.end for r in results}
         settings = progress_consumer_settings(self.spec.target, self.spec.flow)
         try:
-            worker_clients.consumer_for(settings).commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
+            commit_positions(worker_clients.consumer_for(settings), self.spec.target, positions)
+        except FerryError:
             worker_clients.evict(settings, {})
-            raise unavailable(self.spec.target, exc) from None
+            raise
 
     def _write_runs(self, results: list[PartitionResult]) -> None:
         from ferry.engine.copy import worker_clients
 
-        records = [
-            OffsetSyncRecord(self.spec.flow.source, r.topic, r.partition, run)
-            for r in results
-            for run in r.runs
-        ]
-        if not records:
-            return
-        policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
-        topic = policy.offset_runs_topic(self.spec.flow.source)
+        flow = self.spec.flow
+        topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
-        failures: list[str] = []
-
-        def on_delivery(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failures.append(f"{err.name()}: {err.str()}")
-
-        for record in records:
-            producer.produce(
-                topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery
-            )
-        while producer.flush(1.0) > 0:
-            pass
-        if failures:
-            raise ReplicationError(
-                f"could not write {len(failures)} offset run(s): {failures[0]}.",
-                cluster=self.spec.target.alias,
-                topic=topic,
-                partition=0,
-                fix="check that ferry may write to this topic; rerun to retry the batch",
-            )
+        write_runs(producer, topic, flow.source, self.spec.target, results)

@@ -1,0 +1,76 @@
+"""Ends running leases early when a flow's assignment must change.
+
+A lease copies the topics and partitions the planner saw when it planned it. Every
+`refresh.topics.interval.seconds` this thread asks the source which topics the flow selects now;
+when they differ from the running lease's (a topic created or deleted, partitions added), it
+leaves the flow's replan marker, the leased tasks end after their current slice, and the
+planner plans the next lease with the new assignment. So a new topic waits for the refresh
+interval, not for the lease to run out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ferry.config.model import FerryConfig, FlowConfig
+from ferry.engine.flow_state import FlowState
+from ferry.engine.plan.remote_topics import TopicManager
+from ferry.errors import FerryError
+
+__all__ = ["AssignmentWatch"]
+
+
+class AssignmentWatch:
+    def __init__(
+        self,
+        config: FerryConfig,
+        flows: list[tuple[FlowConfig, FlowState]],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._config = config
+        self._flows = [(flow, state) for flow, state in flows if flow.refresh_topics_enabled]
+        self._stopping = stopping
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ferry-lease-watch", daemon=True)
+        self._managers: dict[str, TopicManager] = {}
+
+    def start(self) -> AssignmentWatch:
+        if self._flows:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        interval = min(max(1, f.refresh_topics_interval_seconds) for f, _ in self._flows)
+        while not self._stop.wait(interval):
+            if self._stopping():
+                return
+            for flow, state in self._flows:
+                self.check(flow, state)
+
+    def check(self, flow: FlowConfig, state: FlowState) -> bool:
+        """Leave the replan marker if the flow's selection differs from the running lease's;
+        a cluster that does not answer is the runner's to report, so it is skipped here."""
+        running = state.lease_topics()
+        if not running:
+            return False  # no lease planned yet
+        try:
+            selected = self._manager(flow).selected()
+        except FerryError:
+            return False
+        if selected == running:
+            return False
+        state.directory.mkdir(parents=True, exist_ok=True)
+        state.replan_marker.touch()
+        return True
+
+    def _manager(self, flow: FlowConfig) -> TopicManager:
+        if flow.name not in self._managers:
+            clusters = self._config.clusters
+            self._managers[flow.name] = TopicManager(
+                flow, clusters[flow.source], clusters[flow.target]
+            )
+        return self._managers[flow.name]
