@@ -42,6 +42,8 @@ class LeaseTerms:
     seconds: float  # how long the lease runs
     commit_interval: float  # seconds per slice: copies are acknowledged and committed after each
     stop_requested: Callable[[], bool] = lambda: False
+    # after each commit: the lease's results so far (the driver's live counters)
+    committed: Callable[[list[PartitionResult]], None] = lambda _results: None
 
 
 def start_positions(
@@ -103,6 +105,7 @@ def run_lease(
             tp = (result.topic, result.partition)
             positions[tp] = result.end
             _add(totals[tp], result)
+        terms.committed(list(totals.values()))
     return list(totals.values())
 
 

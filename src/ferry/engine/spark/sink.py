@@ -18,9 +18,10 @@ committed, and `commit` only updates the counters.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
@@ -34,6 +35,7 @@ from ferry.engine.copy.exactly_once import (
     TransactionalSettings,
     committed_positions,
     copy_bin_exactly_once,
+    resume_at,
     run_lease_exactly_once,
 )
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
@@ -41,7 +43,7 @@ from ferry.engine.copy.progress import commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
-from ferry.engine.flow_state import FlowState
+from ferry.engine.flow_state import FlowState, partition_entry
 from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
@@ -121,6 +123,7 @@ class MirrorSink(DataSourceStreamWriter):
             consumer = worker_clients.consumer_for(consumer_conf)
             results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
             return BinReport(results, time.monotonic() - began)
+        ranges = self._resumed(ranges, ctx)
         producer_conf = producer_settings(self.spec.target)
         if _use_native(self.spec.flow.copier):
             from ferry.engine.copy.native_loop import copy_bin_native
@@ -139,6 +142,22 @@ class MirrorSink(DataSourceStreamWriter):
         )
         return BinReport(results, time.monotonic() - began)
 
+    def _resumed(self, ranges: list[CopyRange], ctx: CopyContext) -> list[CopyRange]:
+        """Ranges that start at the flow's position on the target where that is ahead of the
+        plan: a lease (or a run from another state directory) copied those records already."""
+        from ferry.engine.copy import worker_clients
+
+        progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
+        try:
+            committed = committed_positions(worker_clients.consumer_for(progress_conf), ranges, ctx)
+        except FerryError as exc:
+            worker_clients.evict(progress_conf, {})
+            raise RuntimeError(error_to_text(exc)) from None
+        return [
+            replace(r, start=resume_at(r.start, committed.get((r.remote_topic, r.partition))))
+            for r in ranges
+        ]
+
     def _lease(
         self,
         consumer_conf: dict[str, str],
@@ -155,7 +174,9 @@ class MirrorSink(DataSourceStreamWriter):
         def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
             return state.stop_marker.exists() or state.replan_marker.exists()
 
-        terms = LeaseTerms(flow.lease_seconds, flow.commit_interval, lease_over)
+        terms = LeaseTerms(
+            flow.lease_seconds, flow.commit_interval, lease_over, _live_writer(state)
+        )
         runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         progress_conf = progress_consumer_settings(self.spec.target, flow)
         if flow.exactly_once:
@@ -296,25 +317,13 @@ class MirrorSink(DataSourceStreamWriter):
                 self._commit_progress(results)
             except FerryError as exc:
                 raise RuntimeError(error_to_text(exc)) from None
-        FlowState(self.spec.state_dir).add_batch(
-            batchId,
-            [
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "end": r.end,
-                    "copied": r.copied,
-                    "skipped": r.skipped,
-                    "bytes": r.bytes,
-                    "expired": r.expired,
-                    "latency": r.latency.to_json(),
-                    "record_age": r.record_age.to_json(),
-                }
-                for r in results
-            ],
-            max((report.seconds for report in reports), default=0.0),
-            sorted({report.copier for report in reports if report.results}),
-        )
+        state = FlowState(self.spec.state_dir)
+        seconds = max((report.seconds for report in reports), default=0.0)
+        copiers = sorted({report.copier for report in reports if report.results})
+        if self.spec.leased:  # the tasks wrote what they committed as they went
+            state.absorb_leases(batchId, seconds, copiers)
+            return
+        state.add_batch(batchId, [partition_entry(r) for r in results], seconds, copiers)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
@@ -343,3 +352,21 @@ class MirrorSink(DataSourceStreamWriter):
         topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
         write_runs(producer, topic, flow.source, self.spec.target, results)
+
+
+def _live_writer(state: FlowState) -> Callable[[list[PartitionResult]], None]:
+    """What a leased task committed so far, for the driver's counters while the lease runs.
+    Statistics only: a state directory this executor cannot write is no reason to stop."""
+    import uuid
+
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    task = f"{context.partitionId()}-{context.attemptNumber()}-" if context else ""
+    name = f"{task}{uuid.uuid4().hex[:12]}"
+
+    def write(results: list[PartitionResult]) -> None:
+        with contextlib.suppress(OSError):
+            state.write_live(name, [partition_entry(r) for r in results])
+
+    return write

@@ -40,6 +40,7 @@ from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.plan.batches import TP, PartitionRange, admit, bin_count, pack_bins, range_start
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
+from ferry.offsets.groups import GroupAdmin
 
 __all__ = ["RANGE_SCHEMA", "MirrorDataSource"]
 
@@ -166,12 +167,18 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A partition seen for the first time starts at its earliest retained record; so does
         # one whose end fell below ferry's progress (its topic was deleted and recreated).
         new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
-        for tp in new:
-            if tp in start:
-                self._notice(
-                    f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
-                    f"below ferry's position {start[tp]}: recreated? copying it from its start"
-                )
+        recreated = [tp for tp in new if tp in start]
+        for tp in recreated:
+            self._notice(
+                f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
+                f"below ferry's position {start[tp]}: recreated? copying it from its start"
+            )
+        if recreated:  # the flow's position on the target points into the old topic
+            policy = self._topic_manager().policy
+            GroupAdmin(self.spec.target).commit(
+                self.flow.progress_group,
+                {(policy.remote_topic(self.flow.source, t), p): 0 for t, p in recreated},
+            )
         begin = dict(start)
         if new:
             earliest = self._end_offsets("earliest")
