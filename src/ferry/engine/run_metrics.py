@@ -1,8 +1,8 @@
 """What `ferry run --metrics-port` exposes, with MM2's meanings, read from each flow's stats.
 
-Counters and histograms come from `stats.json` (written by the sink after the target acked a
-batch), so a scrape never sees a record counted that was not acknowledged. Labels: flow,
-topic (the source topic) and partition.
+Counters and histograms come from the flow state (written after the target acked a batch, or
+a lease's slice), so a scrape never sees a record counted that was not acknowledged. Labels:
+flow, topic (the source topic) and partition.
 
     ferry_records_copied_total / ferry_bytes_copied_total      (MM2: record-count, byte-count)
     ferry_replication_latency_ms   histogram (MM2: replication-latency-ms: ack time - timestamp)
@@ -62,7 +62,9 @@ class RunMetrics(Collector):
         batch = GaugeMetricFamily(
             "ferry_batch_duration_seconds", "Slowest task of the last batch", labels=["flow"]
         )
-        batches = CounterMetricFamily("ferry_batches", "Batches committed", labels=["flow"])
+        batches = CounterMetricFamily(
+            "ferry_batches", "Leases (or bounded micro-batches) that ended", labels=["flow"]
+        )
         errors = CounterMetricFamily(
             "ferry_errors", "Flow failures, by kind (retried or fatal)", labels=["flow", "kind"]
         )

@@ -107,30 +107,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_refresh = now + interval if self.flow.refresh_topics_enabled else float("inf")
 
     def _end_offsets(self, which: str) -> dict[TP, int]:
-        from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-        from ferry.kafka.errors import unavailable
-
-        spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        request = {
-            TopicPartition(t.topic, p): spec
-            for t in self._topics.values()
-            for p in range(t.partitions)
-        }
-        if not request:
-            return {}
-        admin = self._topic_manager()._source_admin
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
-        )
-        ends: dict[TP, int] = {}
-        for tp, future in futures.items():
-            try:
-                ends[(tp.topic, tp.partition)] = future.result().offset
-            except KafkaException as exc:
-                raise unavailable(self.spec.source, exc) from None
-        return ends
+        topics = {t.topic: t.partitions for t in self._topics.values()}
+        return self._topic_manager().end_offsets(topics, which)
 
     # --- DataSourceStreamReader -----------------------------------------------------------
 
