@@ -141,11 +141,20 @@ class Runner:
             from ferry.engine.spark.source import MirrorDataSource
 
             spark.dataSource.register(MirrorDataSource)
-            bins = int(spark.sparkContext.defaultParallelism)
+            cores = int(spark.sparkContext.defaultParallelism)
+            leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
-                leased = flow.leased and not self.once  # --once copies bounded batches
-                spec = FlowSpec.of(self.config, flow, bins=bins, leased=leased)
+                # Leases hold their cores for the whole lease: the flows share them out.
+                bins = max(1, cores // len(leased)) if flow in leased else cores
+                spec = FlowSpec.of(self.config, flow, bins=bins, leased=flow in leased)
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
+            if len(leased) > cores:
+                self._notice(
+                    f"{len(leased)} flows copy in leases, each holding a core, but Spark has "
+                    f"{cores}: the flows take turns, a lease ({leased[0].lease_seconds} s) "
+                    "at a time. Give Spark a core per flow (spark.master = local[N]) or set "
+                    "ferry.lease.seconds = 0 (bounded micro-batches share the cores)"
+                )
             server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
