@@ -3,12 +3,15 @@
 Continuous `ferry run` turns each Spark micro-batch into a lease of `ferry.lease.seconds`.
 Spark still plans, places and retries the work; inside a lease a task never waits for Spark:
 it copies what arrives (poll, produce, delivery reports) in *slices* of
-`ferry.commit.interval.ms`. After each slice the target has acknowledged every copy, and the
-task commits there what it copied:
+`ferry.commit.interval.ms`. After each slice the task commits on the target what the target
+acknowledged (the native loop lets the copies in flight carry over into the next slice, so
+copying never waits for a round trip; the Python loop waits for them; the lease's last slice
+always does):
 
-- at-least-once: the slice's exact offset runs to `ferry-offset-runs.<source>.internal`
-  (waiting for their ack), then the flow's position, the next source offset per partition, as
-  the remote partitions' offsets of group `ferry-<source>-to-<target>`;
+- at-least-once: the slice's exact offset runs to `ferry-offset-runs.<source>.internal`, and
+  once the target acknowledged them, the flow's position, the next source offset per
+  partition, as the remote partitions' offsets of group `ferry-<source>-to-<target>`
+  (`progress.LeaseCommitter`; the lease's end waits for both);
 - exactly-once: one transaction per source partition per slice holds the copies, the runs and
   the position (`send_offsets_to_transaction`); the producers are started afresh at the
   lease's start, which fences every earlier writer of those partitions.
@@ -34,6 +37,8 @@ from ferry.engine.copy.types import EARLIEST, OPEN, CopyRange, PartitionResult, 
 __all__ = ["LeaseTerms", "run_lease", "start_positions"]
 
 TP = tuple[str, int]
+# The slice that ends a lease: long enough to hand over what was fetched, then the acks.
+SETTLE_SECONDS = 0.001
 CopySlice = Callable[[list[CopyRange], Slice], list[PartitionResult]]
 
 
@@ -82,28 +87,34 @@ def run_lease(
 ) -> list[PartitionResult]:
     """Copy `ranges` (their ends are ignored: OPEN) from `positions` until the lease is over.
 
-    `copy_slice(ranges, slice)` copies for one slice and returns once the target acknowledged
-    (each result's `end`: where its partition got to); `commit(results)` makes that the
-    flow's position on the target. Returns one result per partition for the whole lease:
-    start, end, counts and histograms (its runs are committed already)."""
+    `copy_slice(ranges, slice)` copies for one slice and returns (each result's `end`: where
+    its partition got to among acknowledged copies, its `in_flight`: copies not acknowledged
+    yet); `commit(results)` makes that the flow's position on the target. Returns one result
+    per partition for the whole lease: start, end, counts and histograms (runs committed)."""
     began = time.monotonic()
     totals = {
         tp: PartitionResult(r.topic, r.partition, positions[tp], positions[tp])
         for r in ranges
         if (tp := (r.topic, r.partition))
     }
-    continuing = False
-    while not terms.stop_requested():
+    in_flight: dict[TP, int] = {}
+    continuing = settled = False
+    while not settled:
         left = terms.seconds - (time.monotonic() - began)
-        if left <= 0:
-            break
+        if left <= 0 or terms.stop_requested():
+            if not continuing:
+                break
+            # The lease's last slice: its copies acknowledged, so its end is committed.
+            left, settled = SETTLE_SECONDS, True
         work = [replace(r, start=positions[(r.topic, r.partition)], end=OPEN) for r in ranges]
-        results = copy_slice(work, Slice(min(terms.commit_interval, left), continuing))
+        slice = Slice(min(terms.commit_interval, left), continuing, settled, dict(in_flight))
+        results = copy_slice(work, slice)
         continuing = True
         commit(results)
         for result in results:
             tp = (result.topic, result.partition)
             positions[tp] = result.end
+            in_flight[tp] = result.in_flight
             _add(totals[tp], result)
         terms.committed(list(totals.values()))
     return list(totals.values())

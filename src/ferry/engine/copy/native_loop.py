@@ -111,6 +111,7 @@ def copy_bin_native(
     if not work:
         return []
     specs = []
+    in_flight = slice.in_flight if slice is not None else {}
     for r in work:
         before, after = origin_prefix(ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition)
         specs.append(
@@ -123,6 +124,7 @@ def copy_bin_native(
                 r.max_message_bytes,
                 before.encode(),
                 after.encode(),
+                in_flight.get((r.topic, r.partition), 0),
             )
         )
     results, error = copier._copier.copy(
@@ -134,11 +136,12 @@ def copy_bin_native(
         LATENCY_SAMPLE_MASK,
         slice.seconds if slice is not None else 0.0,
         slice is not None and slice.continuing,
+        slice is None or slice.settle,
     )
     if error is not None:
         raise _error_of(error, work, ctx)
     out = []
-    for r, (copied, skipped, size, expired, runs, age, latency, position) in zip(
+    for r, (copied, skipped, size, expired, runs, age, latency, position, unacked) in zip(
         work, results, strict=True
     ):
         out.append(
@@ -154,6 +157,7 @@ def copy_bin_native(
                 runs=[OffsetRun(*run) for run in runs],
                 record_age=Histogram(list(age[0]), age[1]),
                 latency=Histogram(list(latency[0]), latency[1]),
+                in_flight=unacked,
             )
         )
     return out

@@ -21,10 +21,14 @@ OPEN = 2**63 - 1  # the end of a leased range: no end, copy what arrives
 @dataclass(frozen=True)
 class Slice:
     """One stretch of a lease (engine/copy/lease.py): copy open ranges for `seconds`, then
-    return once the target acknowledged; `continuing`: the consumer is assigned already."""
+    return; `continuing`: the consumer is assigned already. `settle`: wait until the target
+    acknowledged every copy; else (the native loop) copies still in flight carry over to the
+    next slice, which is told how many per partition (`in_flight`, from the results)."""
 
     seconds: float
     continuing: bool = False
+    settle: bool = True
+    in_flight: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,3 +70,4 @@ class PartitionResult:
     runs: list[OffsetRun] = field(default_factory=list)
     record_age: Histogram = field(default_factory=Histogram)  # ms, consume time - timestamp
     latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
+    in_flight: int = 0  # copies not acknowledged yet (a lease's slice that did not settle)

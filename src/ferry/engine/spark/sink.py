@@ -39,7 +39,7 @@ from ferry.engine.copy.exactly_once import (
     run_lease_exactly_once,
 )
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
-from ferry.engine.copy.progress import commit_positions, write_runs
+from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
@@ -220,29 +220,27 @@ class MirrorSink(DataSourceStreamWriter):
         )
         self._notices(notices)
 
-        def commit(results: list[PartitionResult]) -> None:
-            write_runs(runs_producer, runs_topic, flow.source, self.spec.target, results)
-            moved = {
-                (r.remote_topic, r.partition): result.end
-                for r, result in zip(ranges, results, strict=True)
-                if result.end != positions_before[(r.topic, r.partition)]
-            }
-            commit_positions(progress, self.spec.target, moved)
-            positions_before.update({(x.topic, x.partition): x.end for x in results})
+        remote = {(r.topic, r.partition): r.remote_topic for r in ranges}
+        committer = LeaseCommitter(
+            runs_producer, progress, runs_topic, flow.source, self.spec.target
+        )
 
-        positions_before = dict(positions)
+        def lease(copy_slice: Callable[..., list[PartitionResult]]) -> list[PartitionResult]:
+            def commit(results: list[PartitionResult]) -> None:
+                committer.commit(
+                    results, {(remote[(x.topic, x.partition)], x.partition): x.end for x in results}
+                )
+
+            results = run_lease(ranges, positions, terms, copy_slice, commit)
+            committer.finish()
+            return results
+
         if _use_native(flow.copier):
             from ferry.engine.copy.native_loop import copy_bin_native
 
             copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
             results = _dropping_clients_on_failure(
-                lambda: run_lease(
-                    ranges,
-                    positions,
-                    terms,
-                    lambda work, s: copy_bin_native(copier, work, ctx, s),
-                    commit,
-                ),
+                lambda: lease(lambda work, s: copy_bin_native(copier, work, ctx, s)),
                 lambda: worker_clients.evict_native(consumer_conf, producer_conf),
             )
             copier.release()
@@ -250,13 +248,7 @@ class MirrorSink(DataSourceStreamWriter):
         consumer = worker_clients.consumer_for(consumer_conf)
         producer, tracker = worker_clients.producer_for(producer_conf)
         results = _dropping_clients_on_failure(
-            lambda: run_lease(
-                ranges,
-                positions,
-                terms,
-                lambda work, s: copy_bin(consumer, producer, tracker, work, ctx, s),
-                commit,
-            ),
+            lambda: lease(lambda work, s: copy_bin(consumer, producer, tracker, work, ctx, s)),
             lambda: worker_clients.evict(consumer_conf, producer_conf),
         )
         consumer.unassign()
