@@ -47,7 +47,6 @@ from typing import Any
 
 from bench import java_tools
 from bench.harness import (
-    MeasuredProcess,
     TopicCounter,
     cleanup_topics,
     compile_ferry,
@@ -55,6 +54,7 @@ from bench.harness import (
     local_clusters,
     make_values,
     preload,
+    sample_in_background,
     time_copy,
     wait_for_count,
     warm_up,
@@ -452,7 +452,7 @@ def measure_latency(
         )
         # The first batches or polls after start-up are slow (JIT, workers starting): the same
         # traffic for a while first, not timed, for both replicators alike.
-        sampler_stop = _sample_in_background(proc)
+        sampler_stop = sample_in_background(proc)
         try:
             warm += producer.paced(WARM_UP_KEY, args.latency_rate, args.latency_warmup)
         finally:
@@ -460,7 +460,7 @@ def measure_latency(
         proc.sample(force=True)
         cpu_before = proc.cpu_seconds
         began = time.monotonic()
-        sampler_stop = _sample_in_background(proc)
+        sampler_stop = sample_in_background(proc)
         try:
             timed = producer.paced(TIMED_KEY, args.latency_rate, args.latency_seconds)
         finally:
@@ -495,26 +495,6 @@ def measure_latency(
         peak_rss_mb=round(proc.sampler.peak_rss_bytes / MB, 1),
         load_before=round(proc.load_before, 2),
     )
-
-
-def _sample_in_background(proc: MeasuredProcess) -> Any:
-    """Sample `proc` every SAMPLE_INTERVAL from a thread (the producer loop is busy)."""
-    import threading
-
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.wait(0.25):
-            proc.sample()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-
-    def stopper() -> None:
-        stop.set()
-        thread.join()
-
-    return stopper
 
 
 # --- report -----------------------------------------------------------------------------------

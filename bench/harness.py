@@ -12,9 +12,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -385,6 +386,25 @@ class MeasuredProcess:
             return self.log.with_suffix(".err").read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+def sample_in_background(proc: MeasuredProcess) -> Callable[[], None]:
+    """Sample `proc` every SAMPLE_INTERVAL from a thread (the producer loop is busy); call
+    what this returns to stop."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(SAMPLE_INTERVAL):
+            proc.sample()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+
+    def stopper() -> None:
+        stop.set()
+        thread.join()
+
+    return stopper
 
 
 @dataclass

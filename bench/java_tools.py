@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
-from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
+from ferry.local.distribution import KAFKA_VERSION as KAFKA_VERSION  # re-exported
+from ferry.local.distribution import ensure_kafka
 
 # librdkafka name -> Java client name, for the settings ferry sets by default.
 _JAVA_PRODUCER_NAMES = {

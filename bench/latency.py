@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -100,11 +101,8 @@ class PacedProducer:
             raise RuntimeError(f"producing to {self.topic} failed: {self.failures[:1]}")
 
 
-def read_latencies(
-    bootstrap: str, topic: str, expected: int, timeout: float = 120.0
-) -> list[float]:
-    """Latency in ms of every timed record in `topic` (a LogAppendTime target topic)."""
-    consumer = Consumer(
+def _reader(bootstrap: str) -> Consumer:
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-latency-{uuid.uuid4().hex}",
@@ -112,15 +110,41 @@ def read_latencies(
             "enable.partition.eof": True,
         }
     )
+
+
+def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
+    metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+    ends = {}
+    for p in sorted(metadata.partitions):
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        ends[p] = high
+    return ends
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark now: where records produced from now on will start."""
+    consumer = _reader(bootstrap)
     try:
-        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
-        partitions = sorted(metadata.partitions)
-        ends = {}
-        for p in partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
-        open_partitions = {p for p in partitions if ends[p] > 0}
+        return _ends(consumer, topic)
+    finally:
+        consumer.close()
+
+
+def read_latencies(
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout: float = 120.0,
+    starts: Mapping[int, int] | None = None,
+) -> list[float]:
+    """Latency in ms of every timed record in `topic` (a LogAppendTime target topic), from
+    the beginning or from the offsets in `starts` (partition -> offset) up to the end."""
+    consumer = _reader(bootstrap)
+    try:
+        ends = _ends(consumer, topic)
+        first = {p: (starts or {}).get(p, 0) for p in ends}
+        open_partitions = {p for p in ends if ends[p] > first[p]}
+        consumer.assign([TopicPartition(topic, p, first[p]) for p in sorted(open_partitions)])
         latencies: list[float] = []
         deadline = time.monotonic() + timeout
         while open_partitions:
@@ -133,14 +157,19 @@ def read_latencies(
                         open_partitions.discard(m.partition())
                         continue
                     raise RuntimeError(f"reading {topic}: {err}")
-                if m.offset() + 1 >= ends[m.partition()]:
-                    open_partitions.discard(m.partition())
+                partition, offset = m.partition(), m.offset()
+                if partition is None or offset is None:
+                    continue  # not a record (records always have both)
+                if offset + 1 >= ends[partition]:
+                    open_partitions.discard(partition)
                 kind, timestamp = m.timestamp()
                 if kind != TIMESTAMP_LOG_APPEND_TIME:
                     raise RuntimeError(f"{topic} is not LogAppendTime (timestamp type {kind})")
-                key = m.key() or b""
+                key, value = m.key() or b"", m.value()
                 if key.startswith(TIMED_KEY):
-                    latencies.append(float(timestamp - stamp_of(m.value())))
+                    if value is None:
+                        raise RuntimeError(f"{topic}: timed record {key!r} without a value")
+                    latencies.append(float(timestamp - stamp_of(value)))
         if len(latencies) < expected:
             raise RuntimeError(f"{topic} holds {len(latencies)} timed records of {expected}")
         return latencies
