@@ -14,12 +14,22 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ferry.engine.latency import Histogram
 
-__all__ = ["FlowState", "tp_key"]
+__all__ = ["FlowState", "LeaseBounds", "partition_entry", "tp_key"]
+
+
+@dataclass(frozen=True)
+class LeaseBounds:
+    """When a lease's tasks ran (wall clock), and in which `ferry run`."""
+
+    run_id: str
+    began_at: float
+    ended_at: float
 
 
 def tp_key(topic: str, partition: int) -> str:
@@ -101,13 +111,25 @@ class FlowState:
         tmp.write_text(json.dumps({"partitions": partitions}))
         tmp.replace(self.live_dir / f"{task}.json")
 
-    def absorb_leases(self, batch_id: int, seconds: float, copiers: list[str]) -> None:
+    def absorb_leases(
+        self, batch_id: int, seconds: float, copiers: list[str], bounds: LeaseBounds
+    ) -> None:
         """A lease ended: what its tasks wrote (every attempt, each up to its last commit)
-        becomes part of `stats.json`, and their files go."""
+        becomes part of `stats.json`, and their files go. With the previous lease of the same
+        run, the gap between them (the previous one's last task ending, this one's first task
+        starting: nobody copied then) is recorded: the last, the worst, and the count."""
         live = self._live()
         stats = self._read("stats.json")
         _accumulate(stats, [p for partitions in live.values() for p in partitions])
         self._finish_batch(stats, batch_id, seconds, copiers)
+        previous = stats.get("lease")
+        if previous and previous.get("run") == bounds.run_id and bounds.began_at:
+            gap = max(0.0, bounds.began_at - previous["ended_at"])
+            stats["lease_gap_seconds"] = gap
+            stats["lease_gap_max_seconds"] = max(gap, stats.get("lease_gap_max_seconds", 0.0))
+            stats["lease_gaps"] = stats.get("lease_gaps", 0) + 1
+        if bounds.ended_at:
+            stats["lease"] = {"run": bounds.run_id, "ended_at": bounds.ended_at}
         stats["absorbed"] = sorted(live)
         self._write("stats.json", stats)
         for name in live:

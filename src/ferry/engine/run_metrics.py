@@ -10,6 +10,7 @@ flow, topic (the source topic) and partition.
     ferry_lag_records              gauge, records on the source not yet copied
     ferry_batch_duration_seconds   gauge, the last batch's slowest task
     ferry_batches_total, ferry_errors_total{kind}
+    ferry_lease_gap_seconds, ferry_lease_gap_max_seconds   gauges: nobody copied in between
 
 The two histograms time 1 record in 16 (source offsets that are multiples of 16, see copier).
 """
@@ -65,6 +66,15 @@ class RunMetrics(Collector):
         batches = CounterMetricFamily(
             "ferry_batches", "Leases (or bounded micro-batches) that ended", labels=["flow"]
         )
+        gap = GaugeMetricFamily(
+            "ferry_lease_gap_seconds",
+            "Between the last two leases: from the last task of one ending to the first of the "
+            "next starting (nothing is copied then)",
+            labels=["flow"],
+        )
+        worst_gap = GaugeMetricFamily(
+            "ferry_lease_gap_max_seconds", "The longest gap between two leases", labels=["flow"]
+        )
         errors = CounterMetricFamily(
             "ferry_errors", "Flow failures, by kind (retried or fatal)", labels=["flow", "kind"]
         )
@@ -83,6 +93,9 @@ class RunMetrics(Collector):
                 lag.add_metric([name, topic, partition], behind)
             batch.add_metric([name], stats.get("last_batch_seconds", 0.0))
             batches.add_metric([name], stats.get("batches", 0))
+            if "lease_gap_seconds" in stats:
+                gap.add_metric([name], stats["lease_gap_seconds"])
+                worst_gap.add_metric([name], stats["lease_gap_max_seconds"])
             for kind, count in error_counts.items():
                 errors.add_metric([name, kind], count)
-        yield from (records, size, latency, age, lag, batch, batches, errors)
+        yield from (records, size, latency, age, lag, batch, batches, gap, worst_gap, errors)

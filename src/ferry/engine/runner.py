@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,11 +143,14 @@ class Runner:
 
             spark.dataSource.register(MirrorDataSource)
             cores = int(spark.sparkContext.defaultParallelism)
+            run_id = uuid.uuid4().hex
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
                 bins = max(1, cores // len(leased)) if flow in leased else cores
-                spec = FlowSpec.of(self.config, flow, bins=bins, leased=flow in leased)
+                spec = FlowSpec.of(
+                    self.config, flow, bins=bins, leased=flow in leased, run_id=run_id
+                )
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
             if len(leased) > cores:
                 self._notice(

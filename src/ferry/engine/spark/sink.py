@@ -43,7 +43,7 @@ from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_r
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
-from ferry.engine.flow_state import FlowState, partition_entry
+from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
 from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
@@ -89,6 +89,8 @@ class BinReport(WriterCommitMessage):
     results: list[PartitionResult]
     seconds: float
     copier: str = "python"  # which copy loop ran: native, python (exactly-once: python)
+    began_at: float = 0.0  # wall clock, when the task started and ended (a lease's bounds)
+    ended_at: float = 0.0
 
 
 class MirrorSink(DataSourceStreamWriter):
@@ -96,6 +98,12 @@ class MirrorSink(DataSourceStreamWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[Any]) -> BinReport:
+        began_at = time.time()
+        report = self._write(iterator)
+        report.began_at, report.ended_at = began_at, time.time()
+        return report
+
+    def _write(self, iterator: Iterator[Any]) -> BinReport:
         from ferry.engine.copy import worker_clients
 
         began = time.monotonic()
@@ -313,7 +321,17 @@ class MirrorSink(DataSourceStreamWriter):
         seconds = max((report.seconds for report in reports), default=0.0)
         copiers = sorted({report.copier for report in reports if report.results})
         if self.spec.leased:  # the tasks wrote what they committed as they went
-            state.absorb_leases(batchId, seconds, copiers)
+            bounds = [(r.began_at, r.ended_at) for r in reports if r.began_at]
+            state.absorb_leases(
+                batchId,
+                seconds,
+                copiers,
+                LeaseBounds(
+                    self.spec.run_id,
+                    min((b for b, _ in bounds), default=0.0),
+                    max((e for _, e in bounds), default=0.0),
+                ),
+            )
             return
         state.add_batch(batchId, [partition_entry(r) for r in results], seconds, copiers)
 
