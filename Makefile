@@ -40,18 +40,23 @@ demo: setup
 
 # ferry against MirrorMaker 2 and the brokers' own limit (Kafka's perf tools) on two local
 # clusters: 2,000,000 x 1 KiB records, 8 partitions, 5 throughput runs, then 60 s at 5,000
-# records/s for latency (BENCH_RECORDS, BENCH_REPEAT, BENCH_PARTITIONS, BENCH_VALUE_BYTES,
-# BENCH_LATENCY_RATE, BENCH_LATENCY_SECONDS, BENCH_LATENCY_REPEAT change that; or pass flags:
+# records/s for latency, then a steady-rate sweep (1,000, 5,000, 20,000, 50,000 records/s,
+# 30 s settling, then 10 s warm-up + 30 s timed each: latency percentiles and CPU shares)
+# (BENCH_RECORDS, BENCH_REPEAT, BENCH_PARTITIONS, BENCH_VALUE_BYTES, BENCH_LATENCY_RATE,
+# BENCH_LATENCY_SECONDS, BENCH_LATENCY_REPEAT, BENCH_SWEEP_RATES, BENCH_SWEEP_SECONDS,
+# BENCH_SWEEP_WARMUP, BENCH_SWEEP_SETTLE, BENCH_SWEEP=0 change that; or pass flags:
 # .venv/bin/python -m bench.compare --help). MM2 and the perf tools come from Maven Central
-# with the brokers (`make setup`). Writes bench/results/latest.{json,md}. Not part of `make test`.
+# with the brokers (`make setup`). Writes bench/results/latest.{json,md} and sweep.png.
+# Not part of `make test`.
 bench: setup
 	$(BIN)/python -m bench.compare
 
-# The same, small (100,000 records, one run, 20 s of latency), in a few minutes; the results go
-# to $TMPDIR/ferry-bench-quick, not bench/results.
+# The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
+# minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
 .PHONY: bench-quick
 bench-quick: setup
 	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
+	  BENCH_SWEEP_SECONDS=10 BENCH_SWEEP_WARMUP=5 \
 	  $(BIN)/python -m bench.compare --out $${TMPDIR:-/tmp}/ferry-bench-quick
 
 # Fault test: steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker

@@ -23,6 +23,13 @@ Latency (`bench.latency`): for each replicator, running continuously on a fresh 
 producer writes `rate` records/s for `seconds`; p50 and p99 of target append time minus source
 timestamp.
 
+Steady-rate sweep (`bench.sweep`, after the latency runs; `--no-sweep` skips it): each
+replicator started once and kept running while a producer goes through several rates (1,000,
+5,000, 20,000 and 50,000 records/s by default), each with a warm-up and then a timed window;
+per rate and replicator p50, p99, p99.9 and max latency and the CPU share of the replicator's
+process tree (CPU seconds per wall second of the window), and ferry / MM2 ratios of p99 and
+CPU share. Drawn into sweep.png (`bench.plot`).
+
 Writes bench/results/latest.json and latest.md (or `--out`, `--name`). MB = 1e6 bytes of
 key + value.
 """
@@ -45,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import java_tools
+from bench import java_tools, plot, sweep
 from bench.harness import (
     TopicCounter,
     cleanup_topics,
@@ -82,7 +89,13 @@ def parse_args() -> argparse.Namespace:
     add("--records", type=int, default=_env_int("BENCH_RECORDS", 2_000_000))
     add("--value-bytes", type=int, default=_env_int("BENCH_VALUE_BYTES", 1024))
     add("--partitions", type=int, default=_env_int("BENCH_PARTITIONS", 8))
-    add("--repeat", type=int, default=_env_int("BENCH_REPEAT", 5), help="throughput rounds")
+    add(
+        "--repeat",
+        "--rounds",
+        type=int,
+        default=_env_int("BENCH_REPEAT", 5),
+        help="throughput rounds",
+    )
     add("--latency-rate", type=float, default=_env_float("BENCH_LATENCY_RATE", 5000))
     add("--latency-seconds", type=float, default=_env_float("BENCH_LATENCY_SECONDS", 60))
     add(
@@ -96,6 +109,38 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=_env_int("BENCH_LATENCY_REPEAT", 1),
         help="latency rounds per replicator (0: none)",
+    )
+    add(
+        "--sweep-rates",
+        default=os.environ.get(
+            "BENCH_SWEEP_RATES", ",".join(f"{r:.0f}" for r in sweep.DEFAULT_RATES)
+        ),
+        help="steady-rate sweep: records/s, comma-separated",
+    )
+    add(
+        "--sweep-seconds",
+        type=float,
+        default=_env_float("BENCH_SWEEP_SECONDS", 30),
+        help="steady-rate sweep: timed seconds per rate",
+    )
+    add(
+        "--sweep-warmup",
+        type=float,
+        default=_env_float("BENCH_SWEEP_WARMUP", 10),
+        help="steady-rate sweep: seconds at each rate before its timed part (not timed)",
+    )
+    add(
+        "--sweep-settle",
+        type=float,
+        default=_env_float("BENCH_SWEEP_SETTLE", 30),
+        help="steady-rate sweep: seconds at the lowest rate after each replicator started, "
+        "before the first rate (not timed)",
+    )
+    add(
+        "--no-sweep",
+        action="store_true",
+        default=os.environ.get("BENCH_SWEEP", "1") == "0",
+        help="skip the steady-rate sweep (or BENCH_SWEEP=0)",
     )
     add(
         "--only",
@@ -126,6 +171,10 @@ def parse_args() -> argparse.Namespace:
         parser.error("give both --bootstrap-a and --bootstrap-b, or neither")
     if any("=" not in setting for setting in args.set):
         parser.error("--set takes KEY=VALUE")
+    try:
+        args.sweep_rates = sweep.parse_rates(args.sweep_rates)
+    except ValueError as exc:
+        parser.error(f"--sweep-rates: {exc}")
     args.only = {part.strip() for part in args.only.split(",") if part.strip()}
     if not args.only <= {"limit", "mm2", "ferry"}:
         parser.error("--only takes limit, mm2 and ferry")
@@ -555,6 +604,7 @@ def report(
     copies: list[CopyRun],
     latencies: list[LatencyRun],
     local: bool,
+    swept: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     ferry = medians([c for c in copies if c.replicator == "ferry"], COPY_FIELDS)
     mm2 = medians([c for c in copies if c.replicator == "mm2"], COPY_FIELDS)
@@ -623,6 +673,7 @@ def report(
             "latency_runs_detail": [asdict(r) for r in latencies],
             "machine": machine_info(local),
             "method": METHOD,
+            "sweep": swept,
         }
     )
     return result
@@ -650,6 +701,14 @@ METHOD = {
         "target topic created with message.timestamp.type=LogAppendTime for both replicators; "
         "latency = the copy's timestamp (target append time) minus the source timestamp, "
         "which the producer also writes into each value; warm-up records excluded"
+    ),
+    "sweep": (
+        "each replicator started once and kept running on one source topic; after start-up "
+        "some seconds at the lowest rate (excluded); per rate "
+        "(ascending): warm-up at the rate (excluded), timed window at the rate, then until the "
+        "target caught up; latencies of the timed records read back from the target's end "
+        "offsets before the rate began; CPU share = CPU seconds of the replicator's process "
+        "tree in the timed window / the window's wall seconds (see bench/sweep.py)"
     ),
 }
 
@@ -810,6 +869,8 @@ def markdown(r: dict[str, Any]) -> str:
         "\nload: the machine's 1-minute load average as the run started (brokers, the "
         "benchmark itself and anything else running count too)."
     )
+    if r.get("sweep"):
+        lines += sweep.markdown_lines(r["sweep"])
     return "\n".join(lines) + "\n"
 
 
@@ -826,7 +887,15 @@ def write_results(out: Path, name: str, result: dict[str, Any]) -> str:
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = markdown(result)
     (out / f"{name}.md").write_text(table)
+    write_chart(out, name, result)
     return table
+
+
+def write_chart(out: Path, name: str, result: dict[str, Any]) -> None:
+    """The sweep's chart (sweep.png for latest.json), if the results have a sweep."""
+    swept = result.get("sweep")
+    if swept and swept["runs"]:
+        note(f"sweep chart: {plot.sweep_chart(swept, plot.chart_path(out, name))}")
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -834,13 +903,14 @@ def write_results(out: Path, name: str, result: dict[str, Any]) -> str:
 
 def run_all(
     args: argparse.Namespace, bootstraps: tuple[str, str], work: Path
-) -> tuple[list[LimitRun], list[CopyRun], list[LatencyRun]]:
+) -> tuple[list[LimitRun], list[CopyRun], list[LatencyRun], dict[str, Any] | None]:
     values = make_values(args.value_bytes)
     java_tools.classpath()  # fetches the jars first if this machine has none yet
     counter = TopicCounter(bootstraps[1])
     limits: list[LimitRun] = []
     copies: list[CopyRun] = []
     latencies: list[LatencyRun] = []
+    swept = None
     try:
         first_runs(bootstraps, values, args, work, counter)
         for index in range(1, args.repeat + 1):
@@ -862,16 +932,48 @@ def run_all(
                     f"p99 {run.p99_ms:.0f} ms ({run.records:,} records)"
                 )
                 latencies.append(run)
+        if not args.no_sweep:
+            swept = run_sweep(args, bootstraps, values, work, counter)
     finally:
         counter.close()
-    return limits, copies, latencies
+    return limits, copies, latencies, swept
+
+
+def run_sweep(
+    args: argparse.Namespace,
+    bootstraps: tuple[str, str],
+    values: list[bytes],
+    work: Path,
+    counter: TopicCounter,
+) -> dict[str, Any]:
+    """The steady-rate sweep (bench.sweep): ferry, then MM2, each through every rate."""
+    settings = sweep.SweepSettings(
+        rates=args.sweep_rates,
+        seconds=args.sweep_seconds,
+        warmup=args.sweep_warmup,
+        settle=args.sweep_settle,
+        partitions=args.partitions,
+        value_bytes=args.value_bytes,
+        timeout=args.timeout,
+    )
+    note(
+        f"sweep: {', '.join(f'{r:,.0f}' for r in settings.rates)} records/s, "
+        f"{settings.warmup:.0f} s warm-up + {settings.seconds:.0f} s timed each"
+    )
+    replicators: list[sweep.Replicator] = [
+        Ferry(bootstraps, args.set),
+        MirrorMaker2(bootstraps, tasks=args.partitions),
+    ]
+    return sweep.run_sweep(replicators, bootstraps, values, settings, work, counter, note)
 
 
 def main() -> int:
     args = parse_args()
     if args.render is not None:
-        table = markdown(json.loads(args.render.read_text()))
+        result = json.loads(args.render.read_text())
+        table = markdown(result)
         args.render.with_suffix(".md").write_text(table)
+        write_chart(args.render.parent, args.render.stem, result)
         print(table)
         return 0
     compile_ferry()
@@ -883,20 +985,23 @@ def main() -> int:
             with local_clusters(work / "clusters") as bootstraps:
                 warm_up(bootstraps[0])
                 warm_up(bootstraps[1])
-                limits, copies, latencies = run_all(args, bootstraps, work)
+                limits, copies, latencies, swept = run_all(args, bootstraps, work)
         else:
             bootstraps = (args.bootstrap_a, args.bootstrap_b)
-            limits, copies, latencies = run_all(args, bootstraps, work)
+            limits, copies, latencies, swept = run_all(args, bootstraps, work)
     finally:
         if args.keep_temp:
             note(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    result = report(args, limits, copies, latencies, local)
+    result = report(args, limits, copies, latencies, local, swept)
     print(write_results(args.out, args.name, result))
     wrong = [c for c in copies if c.target_records < c.records]
     if wrong:
         note(f"error: {len(wrong)} run(s) left the target short of records")
+        return 1
+    if swept is not None and swept["errors"]:
+        note(f"error: the sweep of {', '.join(sorted(swept['errors']))} ended early")
         return 1
     return 0
 

@@ -49,3 +49,10 @@ def latency_summary(latencies_ms: Iterable[float]) -> dict[str, float | int]:
         "p999_ms": percentile(ordered, 0.999),
         "max_ms": ordered[-1],
     }
+
+
+def cpu_share(cpu_seconds: float, wall_seconds: float) -> float:
+    """CPU seconds per wall second over a window: 1.0 is one core busy all the time."""
+    if wall_seconds <= 0:
+        raise ValueError(f"window of {wall_seconds} s")
+    return cpu_seconds / wall_seconds
