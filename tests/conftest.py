@@ -73,12 +73,12 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A small deterministic local Spark: 2 cores, no UI, few shuffle partitions."""
+    """A small deterministic local Spark: 2 cores, 4 attempts per task, no UI."""
     from pyspark.sql import SparkSession
 
     warehouse: Path = tmp_path_factory.mktemp("spark")
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,4]")  # a failed task is retried, as by ferry
         .appName("ferry-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

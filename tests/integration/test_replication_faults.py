@@ -51,8 +51,13 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(
     produce(
         a, topic_name, [Rec(i % 4, None, b"x" * 100 + str(i).encode(), (), 0) for i in range(total)]
     )
+    # Bounded micro-batches: the loss and replay bound is one batch. (A lease's bound is one
+    # commit interval of traffic, a whole backlog here; test_leases kills a lease's worker.)
     config = write_config(
-        tmp_path, kafka_clusters, topics=topic_name, **{"ferry.batch.max.records": BATCH}
+        tmp_path,
+        kafka_clusters,
+        topics=topic_name,
+        **{"ferry.batch.max.records": BATCH, "ferry.lease.seconds": 0},
     )
     ferry = _start_ferry("run", "-c", str(config), log=tmp_path / "run.log")
     try:

@@ -18,6 +18,6 @@ def test_python_tasks_run_in_this_interpreter(spark: Any) -> None:
     assert prefixes == {sys.prefix}
     assert sys.prefix != sys.base_prefix, "tests must run inside the project's venv"
     assert rdd.map(lambda x: x * x).sum() == 285
-    assert spark.sparkContext.master == "local[2]"
+    assert spark.sparkContext.master == "local[2,4]"
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert spark.conf.get("spark.ui.enabled") == "false"

@@ -79,6 +79,8 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "ferry.bins": ("bins", Kind.INT),
     "ferry.trigger.interval.ms": ("trigger_interval_ms", Kind.INT),
     "ferry.copier": ("copier", Kind.COPIER),
+    "ferry.lease.seconds": ("lease_seconds", Kind.INT),
+    "ferry.commit.interval.ms": ("commit_interval_ms", Kind.POSITIVE_INT),
 }
 
 POLICY_KEYS = ("replication.policy.class", "replication.policy.separator", "topic.rename.format")

@@ -110,6 +110,14 @@ class FlowConfig(_Frozen):
     # The per-task copy loop: "native" (C over librdkafka, engine/copy/native/fastcopy.c),
     # "python" (engine/copy/python_loop.py), "auto": native where it loads, else python.
     copier: Literal["auto", "native", "python"] = "auto"
+    # Continuous copy: each Spark micro-batch is a lease of this many seconds, in which every
+    # task copies its partitions continuously; 0: bounded micro-batches (what --once runs).
+    lease_seconds: int = Field(default=60, ge=0)
+    # How often a leased task commits what the target acknowledged (the flow's position and
+    # its offset runs); in exactly-once mode, how long each transaction stays open. None: 100
+    # ms in exactly-once mode (a transaction's records are visible only once it commits),
+    # 1000 ms otherwise (at-least-once: a crash copies up to this much traffic again).
+    commit_interval_ms: int | None = None
 
     @property
     def name(self) -> str:
@@ -124,6 +132,16 @@ class FlowConfig(_Frozen):
     @property
     def exactly_once(self) -> bool:
         return self.exactly_once_source_support == "enabled"
+
+    @property
+    def leased(self) -> bool:
+        return self.lease_seconds > 0
+
+    @property
+    def commit_interval(self) -> float:
+        """Seconds between a leased task's commits (see commit_interval_ms)."""
+        default = 100 if self.exactly_once else 1000
+        return (self.commit_interval_ms or default) / 1000
 
     @property
     def batch_caps(self) -> tuple[int, int]:

@@ -27,11 +27,22 @@ class FlowSpec(BaseModel):
     target: ClusterConfig
     state_dir: str  # this flow's directory: stats and the Spark checkpoint
     bins: int = 2  # Spark's default parallelism, used when the flow sets no `ferry.bins`
+    leased: bool = False  # continuous copy in leases (not --once, ferry.lease.seconds > 0)
+    run_id: str = ""  # one per `ferry run`: the gap between two leases is measured within one
 
     @classmethod
-    def of(cls, config: FerryConfig, flow: FlowConfig, bins: int = 2) -> FlowSpec:
+    def of(
+        cls,
+        config: FerryConfig,
+        flow: FlowConfig,
+        bins: int = 2,
+        leased: bool = False,
+        run_id: str = "",
+    ) -> FlowSpec:
         return cls(
             bins=bins,
+            leased=leased,
+            run_id=run_id,
             flow=flow,
             source=config.clusters[flow.source],
             target=config.clusters[flow.target],

@@ -1,6 +1,9 @@
 """A flow's small on-disk state besides Spark's checkpoint: counters and the latest offsets.
 
-The sink's commit (after the target acked a batch) adds the batch to `stats.json`; the planner
+The sink's commit (after the target acked a batch) adds the batch to `stats.json`. A leased
+task, which runs for the whole lease, writes what it committed so far to `live/<task>.json`
+after every slice; `stats()` adds those in, and the lease's commit absorbs them into
+`stats.json` (naming them there first, so no reader counts one twice or misses one). The planner
 writes the source's latest offsets to `latest.json`. The planner reads record sizes back for
 admission control; `ferry run` reads both for its progress view and summary. Losing these
 files loses no data: they are statistics, rewritten atomically.
@@ -11,12 +14,22 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ferry.engine.latency import Histogram
 
-__all__ = ["FlowState", "tp_key"]
+__all__ = ["FlowState", "LeaseBounds", "partition_entry", "tp_key"]
+
+
+@dataclass(frozen=True)
+class LeaseBounds:
+    """When a lease's tasks ran (wall clock), and in which `ferry run`."""
+
+    run_id: str
+    began_at: float
+    ended_at: float
 
 
 def tp_key(topic: str, partition: int) -> str:
@@ -29,7 +42,13 @@ class FlowState:
 
     @property
     def checkpoint(self) -> Path:
+        """Spark's checkpoint of bounded micro-batches: the flow's source positions."""
         return self.directory / "checkpoint"
+
+    @property
+    def lease_checkpoint(self) -> Path:
+        """Spark's checkpoint of leases: only lease numbers (the positions are on the target)."""
+        return self.directory / "lease-checkpoint"
 
     def _read(self, name: str) -> dict[str, Any]:
         try:
@@ -49,8 +68,72 @@ class FlowState:
         """While this file exists the planner plans no new batch (a graceful stop)."""
         return self.directory / "stopping"
 
+    @property
+    def replan_marker(self) -> Path:
+        """While this file exists, running leases end early: the assignment must change (new
+        topics or partitions); the planner removes it when it plans the next lease."""
+        return self.directory / "replan"
+
+    def lease_topics(self) -> dict[str, int]:
+        """The topics (and partition counts) the running lease copies, as the planner wrote."""
+        return {str(t): int(n) for t, n in self._read("lease.json").get("topics", {}).items()}
+
+    def write_lease(self, lease: int, topics: dict[str, int]) -> None:
+        self._write("lease.json", {"lease": lease, "time": time.time(), "topics": topics})
+
+    @property
+    def live_dir(self) -> Path:
+        return self.directory / "live"
+
     def stats(self) -> dict[str, Any]:
-        return self._read("stats.json")
+        """The counters: committed batches and leases, plus what running leases committed."""
+        stats = self._read("stats.json")
+        absorbed = set(stats.get("absorbed", ()))
+        for name, partitions in self._live().items():
+            if name not in absorbed:
+                _accumulate(stats, partitions)
+        return stats
+
+    def _live(self) -> dict[str, list[dict[str, Any]]]:
+        live: dict[str, list[dict[str, Any]]] = {}
+        for path in sorted(self.live_dir.glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue
+            live[path.stem] = data.get("partitions", []) if isinstance(data, dict) else []
+        return live
+
+    def write_live(self, task: str, partitions: list[dict[str, Any]]) -> None:
+        """A leased task's results so far (cumulative; see `partition_entry`)."""
+        self.live_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.live_dir / f".{task}.tmp"
+        tmp.write_text(json.dumps({"partitions": partitions}))
+        tmp.replace(self.live_dir / f"{task}.json")
+
+    def absorb_leases(
+        self, batch_id: int, seconds: float, copiers: list[str], bounds: LeaseBounds
+    ) -> None:
+        """A lease ended: what its tasks wrote (every attempt, each up to its last commit)
+        becomes part of `stats.json`, and their files go. With the previous lease of the same
+        run, the gap between them (the previous one's last task ending, this one's first task
+        starting: nobody copied then) is recorded: the last, the worst, and the count."""
+        live = self._live()
+        stats = self._read("stats.json")
+        _accumulate(stats, [p for partitions in live.values() for p in partitions])
+        self._finish_batch(stats, batch_id, seconds, copiers)
+        previous = stats.get("lease")
+        if previous and previous.get("run") == bounds.run_id and bounds.began_at:
+            gap = max(0.0, bounds.began_at - previous["ended_at"])
+            stats["lease_gap_seconds"] = gap
+            stats["lease_gap_max_seconds"] = max(gap, stats.get("lease_gap_max_seconds", 0.0))
+            stats["lease_gaps"] = stats.get("lease_gaps", 0) + 1
+        if bounds.ended_at:
+            stats["lease"] = {"run": bounds.run_id, "ended_at": bounds.ended_at}
+        stats["absorbed"] = sorted(live)
+        self._write("stats.json", stats)
+        for name in live:
+            (self.live_dir / f"{name}.json").unlink(missing_ok=True)
 
     def latest(self) -> dict[str, int]:
         return {k: int(v) for k, v in self._read("latest.json").get("offsets", {}).items()}
@@ -66,32 +149,22 @@ class FlowState:
         copiers: list[str] | None = None,
     ) -> None:
         """`copiers`: the copy loops the batch's tasks ran (native, python)."""
-        stats = self.stats()
+        stats = self._read("stats.json")
+        _accumulate(stats, partitions)
+        self._finish_batch(stats, batch_id, seconds, copiers or [])
+        self._write("stats.json", stats)
+
+    @staticmethod
+    def _finish_batch(
+        stats: dict[str, Any], batch_id: int, seconds: float, copiers: list[str]
+    ) -> None:
         if copiers:
             stats["copier"] = ",".join(copiers)
-        per = stats.setdefault("partitions", {})
-        for p in partitions:
-            entry = per.setdefault(tp_key(p["topic"], p["partition"]), {"records": 0, "bytes": 0})
-            entry["records"] += p["copied"]
-            entry["bytes"] += p["bytes"]
-            entry["position"] = p["end"]
-            if p.get("expired"):
-                entry["expired"] = entry.get("expired", 0) + p["expired"]
-            for name in ("latency", "record_age"):
-                if name in p:
-                    histogram = Histogram.from_json(entry.get(name))
-                    histogram.add(Histogram.from_json(p[name]))
-                    entry[name] = histogram.to_json()
         stats["batches"] = stats.get("batches", 0) + 1
         stats["last_batch"] = batch_id
-        stats["records"] = stats.get("records", 0) + sum(p["copied"] for p in partitions)
-        stats["skipped"] = stats.get("skipped", 0) + sum(p["skipped"] for p in partitions)
-        stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
-        stats["expired"] = stats.get("expired", 0) + sum(p.get("expired", 0) for p in partitions)
         stats["busy_seconds"] = stats.get("busy_seconds", 0.0) + seconds
         stats["last_batch_seconds"] = seconds
         stats["time"] = time.time()
-        self._write("stats.json", stats)
 
     def record_bytes(self) -> dict[tuple[str, int], float]:
         """Average bytes per record copied so far, per partition (admission control, bins)."""
@@ -113,3 +186,39 @@ class FlowState:
     def lag(self, stats: dict[str, Any] | None = None) -> int:
         """Records available on the source and not yet copied (as of the planner's last look)."""
         return sum(self.partition_lags(stats).values())
+
+
+def partition_entry(result: Any) -> dict[str, Any]:
+    """A copy loop's PartitionResult as `add_batch` and `write_live` take it."""
+    return {
+        "topic": result.topic,
+        "partition": result.partition,
+        "end": result.end,
+        "copied": result.copied,
+        "skipped": result.skipped,
+        "bytes": result.bytes,
+        "expired": result.expired,
+        "latency": result.latency.to_json(),
+        "record_age": result.record_age.to_json(),
+    }
+
+
+def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None:
+    per = stats.setdefault("partitions", {})
+    for p in partitions:
+        entry = per.setdefault(tp_key(p["topic"], p["partition"]), {"records": 0, "bytes": 0})
+        entry["records"] += p["copied"]
+        entry["bytes"] += p["bytes"]
+        if p["end"] >= 0:
+            entry["position"] = max(p["end"], entry.get("position", 0))
+        if p.get("expired"):
+            entry["expired"] = entry.get("expired", 0) + p["expired"]
+        for name in ("latency", "record_age"):
+            if name in p:
+                histogram = Histogram.from_json(entry.get(name))
+                histogram.add(Histogram.from_json(p[name]))
+                entry[name] = histogram.to_json()
+    stats["records"] = stats.get("records", 0) + sum(p["copied"] for p in partitions)
+    stats["skipped"] = stats.get("skipped", 0) + sum(p["skipped"] for p in partitions)
+    stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
+    stats["expired"] = stats.get("expired", 0) + sum(p.get("expired", 0) for p in partitions)

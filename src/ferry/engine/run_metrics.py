@@ -1,8 +1,8 @@
 """What `ferry run --metrics-port` exposes, with MM2's meanings, read from each flow's stats.
 
-Counters and histograms come from `stats.json` (written by the sink after the target acked a
-batch), so a scrape never sees a record counted that was not acknowledged. Labels: flow,
-topic (the source topic) and partition.
+Counters and histograms come from the flow state (written after the target acked a batch, or
+a lease's slice), so a scrape never sees a record counted that was not acknowledged. Labels:
+flow, topic (the source topic) and partition.
 
     ferry_records_copied_total / ferry_bytes_copied_total      (MM2: record-count, byte-count)
     ferry_replication_latency_ms   histogram (MM2: replication-latency-ms: ack time - timestamp)
@@ -10,6 +10,7 @@ topic (the source topic) and partition.
     ferry_lag_records              gauge, records on the source not yet copied
     ferry_batch_duration_seconds   gauge, the last batch's slowest task
     ferry_batches_total, ferry_errors_total{kind}
+    ferry_lease_gap_seconds, ferry_lease_gap_max_seconds   gauges: nobody copied in between
 
 The two histograms time 1 record in 16 (source offsets that are multiples of 16, see copier).
 """
@@ -62,7 +63,18 @@ class RunMetrics(Collector):
         batch = GaugeMetricFamily(
             "ferry_batch_duration_seconds", "Slowest task of the last batch", labels=["flow"]
         )
-        batches = CounterMetricFamily("ferry_batches", "Batches committed", labels=["flow"])
+        batches = CounterMetricFamily(
+            "ferry_batches", "Leases (or bounded micro-batches) that ended", labels=["flow"]
+        )
+        gap = GaugeMetricFamily(
+            "ferry_lease_gap_seconds",
+            "Between the last two leases: from the last task of one ending to the first of the "
+            "next starting (nothing is copied then)",
+            labels=["flow"],
+        )
+        worst_gap = GaugeMetricFamily(
+            "ferry_lease_gap_max_seconds", "The longest gap between two leases", labels=["flow"]
+        )
         errors = CounterMetricFamily(
             "ferry_errors", "Flow failures, by kind (retried or fatal)", labels=["flow", "kind"]
         )
@@ -81,6 +93,9 @@ class RunMetrics(Collector):
                 lag.add_metric([name, topic, partition], behind)
             batch.add_metric([name], stats.get("last_batch_seconds", 0.0))
             batches.add_metric([name], stats.get("batches", 0))
+            if "lease_gap_seconds" in stats:
+                gap.add_metric([name], stats["lease_gap_seconds"])
+                worst_gap.add_metric([name], stats["lease_gap_max_seconds"])
             for kind, count in error_counts.items():
                 errors.add_metric([name, kind], count)
-        yield from (records, size, latency, age, lag, batch, batches, errors)
+        yield from (records, size, latency, age, lag, batch, batches, gap, worst_gap, errors)

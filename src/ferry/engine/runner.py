@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
+from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.session import start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
@@ -123,6 +125,7 @@ class Runner:
         flows: list[_Flow] = []
         server: MetricsServer | None = None
         control: ControlPlane | None = None
+        watch: AssignmentWatch | None = None
         spark: Any = None
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
         try:
@@ -139,13 +142,28 @@ class Runner:
             from ferry.engine.spark.source import MirrorDataSource
 
             spark.dataSource.register(MirrorDataSource)
-            bins = int(spark.sparkContext.defaultParallelism)
+            cores = int(spark.sparkContext.defaultParallelism)
+            run_id = uuid.uuid4().hex
+            leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
-                spec = FlowSpec.of(self.config, flow, bins=bins)
+                # Leases hold their cores for the whole lease: the flows share them out.
+                bins = max(1, cores // len(leased)) if flow in leased else cores
+                spec = FlowSpec.of(
+                    self.config, flow, bins=bins, leased=flow in leased, run_id=run_id
+                )
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
+            if len(leased) > cores:
+                self._notice(
+                    f"{len(leased)} flows copy in leases, each holding a core, but Spark has "
+                    f"{cores}: the flows take turns, a lease ({leased[0].lease_seconds} s) "
+                    "at a time. Give Spark a core per flow (spark.master = local[N]) or set "
+                    "ferry.lease.seconds = 0 (bounded micro-batches share the cores)"
+                )
             server = self._serve_metrics(flows)
             for f in flows:
                 self._start(spark, f)
+            leases = [(f.flow, f.state) for f in flows if f.spec.leased]
+            watch = AssignmentWatch(self.config, leases, lambda: self._stopping).start()
             control = plane = ControlPlane(self.config, self._notice, self._reach)
             if not self.once:
                 plane.start()
@@ -154,6 +172,8 @@ class Runner:
                 # After copying: checkpoints (and group sync) as of now, then exit.
                 self._retrying(plane.run_once)
         finally:
+            if watch is not None:
+                watch.stop()
             if control is not None:
                 control.stop()
             if server is not None:
@@ -279,7 +299,10 @@ class Runner:
         writer = (
             reader.writeStream.format("ferry-mirror")
             .option("spec", spec_json)
-            .option("checkpointLocation", str(f.state.checkpoint))
+            .option(
+                "checkpointLocation",
+                str(f.state.lease_checkpoint if f.spec.leased else f.state.checkpoint),
+            )
             .queryName(f"ferry {f.flow.source} to {f.flow.target}")
         )
         if self.once:
@@ -306,6 +329,7 @@ class Runner:
                 return
             if self._stopping:
                 self._stop_gracefully(flows)
+                self._update_progress(flows)  # what the last batches or leases copied
                 return
             time.sleep(0.25)
 

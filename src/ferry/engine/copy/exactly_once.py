@@ -1,4 +1,5 @@
-"""Exactly-once copying: one Kafka transaction per source partition per batch.
+"""Exactly-once copying: one Kafka transaction per source partition per batch (or per slice
+of a lease, `run_lease_exactly_once`).
 
 For each source partition of a bin, a transactional producer whose `transactional.id` names the
 flow, topic and partition. Starting a producer with that id fences every older one (a task
@@ -34,13 +35,21 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.python_loop import copy_ranges
-from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import kafka_error_of
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
-__all__ = ["TransactionalSettings", "copy_bin_exactly_once", "resume_at", "transactional_id"]
+__all__ = [
+    "TransactionalSettings",
+    "committed_positions",
+    "copy_bin_exactly_once",
+    "resume_at",
+    "run_lease_exactly_once",
+    "transactional_id",
+]
 
 TP = tuple[str, int]
 COMMIT_TIMEOUT_SECONDS = 60.0
@@ -110,7 +119,7 @@ def copy_bin_exactly_once(
         # transaction begins, since a stable read waits for pending offsets, ours included.
         # Each step runs for all partitions at once: their round trips overlap.
         started = _each(work, lambda r: producer_for(r.topic, r.partition, False))
-        committed = _committed(progress, work, ctx)
+        committed = committed_positions(progress, work, ctx)
         begun = _each(
             list(zip(work, started, strict=True)),
             lambda pair: _begin(producer_for, pair[1], pair[0], progress, ctx),
@@ -178,7 +187,7 @@ def _begin(
     for fresh in (False, True):
         if fresh:
             producer = producer_for(r.topic, r.partition, True)
-            reread = _committed(progress, [r], ctx).get((r.remote_topic, r.partition), -1)
+            reread = committed_positions(progress, [r], ctx).get((r.remote_topic, r.partition), -1)
         try:
             producer.begin_transaction()
             producer.send_offsets_to_transaction(
@@ -192,7 +201,7 @@ def _begin(
     raise AssertionError("unreachable")
 
 
-def _committed(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[TP, int]:
+def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[TP, int]:
     if not work:
         return {}
     request = [TopicPartition(r.remote_topic, r.partition) for r in work]
@@ -263,3 +272,76 @@ def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str)
         f"{what} for {r.topic} partition {r.partition} ({name}: {text}); nothing of it is "
         "visible to read_committed consumers; retrying",
     )
+
+
+def run_lease_exactly_once(
+    consumer: Any,
+    progress: Any,
+    producer_for: Callable[[str, int, bool], Any],
+    tracker: DeliveryTracker,
+    ranges: list[CopyRange],
+    ctx: CopyContext,
+    runs_topic: str,
+    terms: LeaseTerms,
+    log_ends: dict[TP, int],
+) -> tuple[list[PartitionResult], list[str]]:
+    """A lease in exactly-once mode: one transaction per source partition per slice.
+
+    Every partition's producer is started afresh first (fencing whoever wrote it before: the
+    previous lease's task, an attempt Spark gave up on, a killed `ferry run`'s worker), then
+    the committed positions are read (a stable read: pending offsets are waited for). Each
+    slice begins a transaction per partition, copies, and commits the copies, their runs
+    and the new position together. Returns the lease's results and any notices (see
+    `lease.start_positions`)."""
+    producers = dict(
+        zip(
+            [(r.topic, r.partition) for r in ranges],
+            _each(ranges, lambda r: producer_for(r.topic, r.partition, True)),
+            strict=True,
+        )
+    )
+    committed = committed_positions(progress, ranges, ctx)
+    positions, notices = start_positions(ranges, committed, log_ends)
+    group = progress.consumer_group_metadata()
+
+    def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
+        for producer in producers.values():
+            producer.begin_transaction()  # local: nothing reaches the coordinator yet
+        try:
+            results = copy_ranges(consumer, producers, tracker, work, ctx, slice)
+            moved = [
+                (r, result)
+                for r, result in zip(work, results, strict=True)
+                if result.end != r.start or result.runs
+            ]
+            _each(moved, lambda pair: _commit_slice(producers, group, runs_topic, ctx, *pair))
+            for r, result in zip(work, results, strict=True):
+                if result.end == r.start and not result.runs:  # idle: ends locally
+                    producers[(r.topic, r.partition)].commit_transaction(COMMIT_TIMEOUT_SECONDS)
+            return results
+        except BaseException:
+            _each(list(producers.values()), _abort_quietly)
+            raise
+
+    results = run_lease(ranges, positions, terms, copy_slice, lambda _results: None)
+    return results, notices
+
+
+def _commit_slice(
+    producers: dict[TP, Any],
+    group: Any,
+    runs_topic: str,
+    ctx: CopyContext,
+    r: CopyRange,
+    result: PartitionResult,
+) -> None:
+    producer = producers[(r.topic, r.partition)]
+    failures = _write_runs(producer, runs_topic, ctx, result)
+    if result.end >= 0:
+        offsets = [TopicPartition(r.remote_topic, r.partition, result.end)]
+        try:
+            producer.send_offsets_to_transaction(offsets, group, COMMIT_TIMEOUT_SECONDS)
+        except KafkaException as exc:
+            what = "could not add ferry's position to a transaction"
+            raise _retry_later(exc, r, ctx, what) from None
+    _commit(producer, r, ctx, failures)

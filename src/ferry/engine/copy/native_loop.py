@@ -26,7 +26,7 @@ from ferry.engine.copy.errors import (
     size_error,
     stall_error,
 )
-from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import BUCKETS_MS, Histogram
 from ferry.errors import KafkaUnavailableError
 from ferry.kafka.errors import UNREACHABLE_CODES
@@ -95,17 +95,23 @@ class NativeCopier:
         """A copy failed: its clients may be fenced, or hold purged state. Drop it."""
         return bool(self._copier.broken)
 
+    def release(self) -> None:
+        """Give up the partitions a lease's slices kept assigned (copying nothing)."""
+        self._copier.copy([], b"", (), 1.0, (), 0)
+
     def close(self) -> None:
         self._copier.close()
 
 
 def copy_bin_native(
-    copier: NativeCopier, ranges: list[CopyRange], ctx: CopyContext
+    copier: NativeCopier, ranges: list[CopyRange], ctx: CopyContext, slice: Slice | None = None
 ) -> list[PartitionResult]:
+    """Copy the ranges in C; with a `slice`, the ranges may be open (see python_loop)."""
     work = [r for r in ranges if r.end > r.start]
     if not work:
         return []
     specs = []
+    in_flight = slice.in_flight if slice is not None else {}
     for r in work:
         before, after = origin_prefix(ctx.source_cluster_id, ctx.source_alias, r.topic, r.partition)
         specs.append(
@@ -118,6 +124,7 @@ def copy_bin_native(
                 r.max_message_bytes,
                 before.encode(),
                 after.encode(),
+                in_flight.get((r.topic, r.partition), 0),
             )
         )
     results, error = copier._copier.copy(
@@ -127,17 +134,22 @@ def copy_bin_native(
         ctx.stall_timeout,
         _BUCKETS,
         LATENCY_SAMPLE_MASK,
+        slice.seconds if slice is not None else 0.0,
+        slice is not None and slice.continuing,
+        slice is None or slice.settle,
     )
     if error is not None:
         raise _error_of(error, work, ctx)
     out = []
-    for r, (copied, skipped, size, expired, runs, age, latency) in zip(work, results, strict=True):
+    for r, (copied, skipped, size, expired, runs, age, latency, position, unacked) in zip(
+        work, results, strict=True
+    ):
         out.append(
             PartitionResult(
                 r.topic,
                 r.partition,
                 r.start,
-                r.end,
+                position if r.end == OPEN else r.end,
                 copied=copied,
                 skipped=skipped,
                 bytes=size,
@@ -145,6 +157,7 @@ def copy_bin_native(
                 runs=[OffsetRun(*run) for run in runs],
                 record_age=Histogram(list(age[0]), age[1]),
                 latency=Histogram(list(latency[0]), latency[1]),
+                in_flight=unacked,
             )
         )
     return out

@@ -32,7 +32,7 @@ from ferry.engine.copy.errors import (
     stall_error,
 )
 from ferry.engine.copy.record_size import single_record_batch_size
-from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import Histogram
 from ferry.errors import KafkaUnavailableError
 from ferry.kafka.errors import kafka_error_of
@@ -54,6 +54,7 @@ def copy_bin(
     tracker: DeliveryTracker,
     ranges: Iterable[CopyRange],
     ctx: CopyContext,
+    slice: Slice | None = None,
 ) -> list[PartitionResult]:
     """Copy every range; return per-partition results once the target acked all of them.
 
@@ -62,7 +63,7 @@ def copy_bin(
     """
     work = [r for r in ranges if r.end > r.start]
     producers = {(r.topic, r.partition): producer for r in work}
-    return copy_ranges(consumer, producers, tracker, work, ctx)
+    return copy_ranges(consumer, producers, tracker, work, ctx, slice)
 
 
 def copy_ranges(
@@ -71,16 +72,24 @@ def copy_ranges(
     tracker: DeliveryTracker,
     work: list[CopyRange],
     ctx: CopyContext,
+    slice: Slice | None = None,
 ) -> list[PartitionResult]:
-    """`copy_bin` with a producer per source partition (exactly-once: one transaction each)."""
+    """`copy_bin` with a producer per source partition (exactly-once: one transaction each).
+
+    With a `slice` (a lease, engine/copy/lease.py), ranges may be open (end OPEN): consuming
+    stops when the slice's time is up, the copies are acknowledged as always, each result's
+    `end` is where its range got to, and the consumer stays assigned for the next slice."""
     tracker.reset()
     try:
-        results = _copy(consumer, producers, tracker, work, ctx)
+        results = _copy(consumer, producers, tracker, work, ctx, slice)
         for producer in _distinct(producers.values()):
             _flush(producer, tracker, ctx)
         if tracker.mismatches:
             raise _mismatch(tracker, ctx)
-    finally:
+    except BaseException:
+        consumer.unassign()
+        raise
+    if slice is None:
         consumer.unassign()
     for r in work:
         result, key = results[(r.topic, r.partition)], (r.remote_topic, r.partition)
@@ -100,6 +109,7 @@ def _copy(
     tracker: DeliveryTracker,
     work: list[CopyRange],
     ctx: CopyContext,
+    slice: Slice | None,
 ) -> dict[tuple[str, int], PartitionResult]:
     results = {
         (r.topic, r.partition): PartitionResult(r.topic, r.partition, r.start, r.end) for r in work
@@ -135,13 +145,18 @@ def _copy(
         # consumed batch (one call per partition was a fifth of a small batch's time).
         finished.append(TopicPartition(tp[0], tp[1]))
 
-    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in work])
+    if slice is None or not slice.continuing:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in work])
     last_progress = time.monotonic()
+    deadline = time.monotonic() + slice.seconds if slice is not None else float("inf")
     while active:
         if finished:
             consumer.incremental_unassign(finished)
             finished.clear()
-        messages = _next_messages(consumer)
+        wait = min(0.1, deadline - time.monotonic())
+        if wait < 0:
+            break
+        messages = _next_messages(consumer, wait)
         poll(0)
         if not messages:
             if time.monotonic() - last_progress > ctx.stall_timeout:
@@ -159,6 +174,10 @@ def _copy(
                     # End of the committed log: nothing more can arrive inside this range.
                     if r is not None and m.offset() >= r.end:
                         finish(tp)
+                    # An open range (a lease) stands at the log's end, past transaction
+                    # markers too (librdkafka drops events of an earlier assignment).
+                    elif r is not None and r.end == OPEN and m.offset() > cursor[tp]:
+                        cursor[tp] = m.offset()
                     continue
                 if err.code() == KafkaError._AUTO_OFFSET_RESET and r is not None:
                     _skip_expired(consumer, results[tp], cursor, r)
@@ -237,6 +256,9 @@ def _copy(
                 _produce(producers[tp], r, copy, ctx, chunk.on_last)
             chunk.upstream.append(copy[4])
         held.clear()
+    for tp, result in results.items():
+        if ranges[tp].end == OPEN:  # where the open range got to (its start if nowhere)
+            result.end = cursor[tp] if cursor[tp] > max(0, ranges[tp].start) else ranges[tp].start
     return results
 
 
@@ -314,8 +336,8 @@ def _skip_expired(
     consumer.incremental_assign([TopicPartition(tp[0], tp[1], cursor[tp])])
 
 
-def _next_messages(consumer: Any) -> list[Any]:
-    """What is fetched already, or else the first message within 100 ms.
+def _next_messages(consumer: Any, wait: float = 0.1) -> list[Any]:
+    """What is fetched already, or else the first message within `wait` seconds (100 ms).
 
     consume(n, timeout) waits for n messages or the whole timeout, so the tail of every range
     would cost the full timeout; poll() returns on the first message.
@@ -323,7 +345,7 @@ def _next_messages(consumer: Any) -> list[Any]:
     messages: list[Any] = consumer.consume(num_messages=_CONSUME_BATCH, timeout=0)
     if messages:
         return messages
-    first = consumer.poll(0.1)
+    first = consumer.poll(wait)
     if first is None:
         return []
     return [first, *consumer.consume(num_messages=_CONSUME_BATCH - 1, timeout=0)]

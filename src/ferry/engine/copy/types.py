@@ -12,14 +12,29 @@ from dataclasses import dataclass, field
 from ferry.engine.latency import Histogram
 from ferry.kafka.offset_runs import OffsetRun
 
-__all__ = ["EARLIEST", "CopyContext", "CopyRange", "PartitionResult"]
+__all__ = ["EARLIEST", "OPEN", "CopyContext", "CopyRange", "PartitionResult", "Slice"]
 
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: "the earliest offset still retained"
+OPEN = 2**63 - 1  # the end of a leased range: no end, copy what arrives
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One stretch of a lease (engine/copy/lease.py): copy open ranges for `seconds`, then
+    return; `continuing`: the consumer is assigned already. `settle`: wait until the target
+    acknowledged every copy; else (the native loop) copies still in flight carry over to the
+    next slice, which is told how many per partition (`in_flight`, from the results)."""
+
+    seconds: float
+    continuing: bool = False
+    settle: bool = True
+    in_flight: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class CopyRange:
-    """Source offsets [start, end); start is EARLIEST for a partition never copied before."""
+    """Source offsets [start, end); start is EARLIEST for a partition never copied before,
+    end is OPEN in a lease (copy what arrives)."""
 
     topic: str
     partition: int
@@ -55,3 +70,4 @@ class PartitionResult:
     runs: list[OffsetRun] = field(default_factory=list)
     record_age: Histogram = field(default_factory=Histogram)  # ms, consume time - timestamp
     latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
+    in_flight: int = 0  # copies not acknowledged yet (a lease's slice that did not settle)

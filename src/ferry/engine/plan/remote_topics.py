@@ -31,6 +31,8 @@ from ferry.selection import TopicSelector
 
 __all__ = ["RemoteTopic", "TopicManager"]
 
+TP = tuple[str, int]
+
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's broker default, used if a describe says nothing
 
 
@@ -78,15 +80,40 @@ class TopicManager:
         target = self._metadata(self.target, self._target_admin).cluster_id
         return str(source), str(target)
 
-    def sync(self) -> dict[str, RemoteTopic]:
-        """Select source topics, create or expand their remote topics; return the ready ones."""
+    def end_offsets(self, topics: dict[str, int], which: str = "latest") -> dict[TP, int]:
+        """Each partition's last stable offset (read_committed: open transactions are not
+        counted), or with `which="earliest"` its first retained offset, on the source."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(t, p): spec for t, n in topics.items() for p in range(n)}
+        if not request:
+            return {}
+        futures = self._source_admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
+        )
+        ends: dict[TP, int] = {}
+        for tp, future in futures.items():
+            try:
+                ends[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                raise unavailable(self.source, exc) from None
+        return ends
+
+    def selected(self) -> dict[str, int]:
+        """The source topics the flow copies, with their partition counts."""
         source_md = self._metadata(self.source, self._source_admin)
-        target_md = self._metadata(self.target, self._target_admin)
-        selected = {
+        return {
             name: len(md.partitions)
             for name, md in source_md.topics.items()
             if md.error is None and self.selector.accepts(name)
         }
+
+    def sync(self) -> dict[str, RemoteTopic]:
+        """Select source topics, create or expand their remote topics; return the ready ones."""
+        selected = self.selected()
+        target_md = self._metadata(self.target, self._target_admin)
         remote = {name: self.policy.remote_topic(self.flow.source, name) for name in selected}
         missing = [t for t in selected if remote[t] not in target_md.topics]
         if missing:

@@ -24,7 +24,7 @@ DRIVER_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def spark_session(config: FerryConfig) -> Any:
-    """A Spark session from the config's `spark.*` keys; local[2] with no UI by default."""
+    """A Spark session from the config's `spark.*` keys; local[*,4] with no UI by default."""
     return start_spark(config)[0]
 
 
@@ -34,7 +34,8 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     from pyspark.sql import SparkSession
 
     settings = {
-        "spark.master": "local[2]",
+        # all cores; a failed task is tried up to 4 times (a lease resumes where it committed)
+        "spark.master": "local[*,4]",
         "spark.app.name": "ferry",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",

@@ -1,5 +1,10 @@
 """The mirror sink: each Spark task copies the ranges of its bin; the driver records the runs.
 
+In lease mode (continuous `ferry run`) a task's `write` is a whole lease
+(engine/copy/lease.py): it copies its partitions continuously and commits the runs and the
+flow's position itself after every slice, so `commit` only updates the counters. What follows
+is bounded micro-batches (`--once`, `ferry.lease.seconds = 0`).
+
 `write` runs in an executor's Python worker and returns only after the target acknowledged
 every record of its ranges. `commit` runs on the driver once every task of the batch
 succeeded, and before Spark records the batch as done in its checkpoint: it writes the exact
@@ -13,12 +18,12 @@ committed, and `commit` only updates the counters.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from ferry.engine.copy.client_settings import (
@@ -26,14 +31,20 @@ from ferry.engine.copy.client_settings import (
     producer_settings,
     progress_consumer_settings,
 )
-from ferry.engine.copy.exactly_once import TransactionalSettings, copy_bin_exactly_once
+from ferry.engine.copy.exactly_once import (
+    TransactionalSettings,
+    committed_positions,
+    copy_bin_exactly_once,
+    resume_at,
+    run_lease_exactly_once,
+)
+from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
+from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
-from ferry.engine.flow_state import FlowState
-from ferry.errors import FerryError, ReplicationError, error_to_text
-from ferry.kafka.errors import unavailable
-from ferry.kafka.offset_runs import OffsetSyncRecord
+from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
+from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
 __all__ = ["BinReport", "MirrorSink"]
@@ -78,6 +89,8 @@ class BinReport(WriterCommitMessage):
     results: list[PartitionResult]
     seconds: float
     copier: str = "python"  # which copy loop ran: native, python (exactly-once: python)
+    began_at: float = 0.0  # wall clock, when the task started and ended (a lease's bounds)
+    ended_at: float = 0.0
 
 
 class MirrorSink(DataSourceStreamWriter):
@@ -85,6 +98,12 @@ class MirrorSink(DataSourceStreamWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[Any]) -> BinReport:
+        began_at = time.time()
+        report = self._write(iterator)
+        report.began_at, report.ended_at = began_at, time.time()
+        return report
+
+    def _write(self, iterator: Iterator[Any]) -> BinReport:
         from ferry.engine.copy import worker_clients
 
         began = time.monotonic()
@@ -105,10 +124,14 @@ class MirrorSink(DataSourceStreamWriter):
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
+        if self.spec.leased:
+            log_ends = {(r.topic, r.partition): r.log_end for r in rows}
+            return self._lease(consumer_conf, ranges, ctx, log_ends, began)
         if self.spec.flow.exactly_once:
             consumer = worker_clients.consumer_for(consumer_conf)
             results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
             return BinReport(results, time.monotonic() - began)
+        ranges = self._resumed(ranges, ctx)
         producer_conf = producer_settings(self.spec.target)
         if _use_native(self.spec.flow.copier):
             from ferry.engine.copy.native_loop import copy_bin_native
@@ -126,6 +149,124 @@ class MirrorSink(DataSourceStreamWriter):
             lambda: worker_clients.evict(consumer_conf, producer_conf),
         )
         return BinReport(results, time.monotonic() - began)
+
+    def _resumed(self, ranges: list[CopyRange], ctx: CopyContext) -> list[CopyRange]:
+        """Ranges that start at the flow's position on the target where that is ahead of the
+        plan: a lease (or a run from another state directory) copied those records already."""
+        from ferry.engine.copy import worker_clients
+
+        progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
+        try:
+            committed = committed_positions(worker_clients.consumer_for(progress_conf), ranges, ctx)
+        except FerryError as exc:
+            worker_clients.evict(progress_conf, {})
+            raise RuntimeError(error_to_text(exc)) from None
+        return [
+            replace(r, start=resume_at(r.start, committed.get((r.remote_topic, r.partition))))
+            for r in ranges
+        ]
+
+    def _lease(
+        self,
+        consumer_conf: dict[str, str],
+        ranges: list[CopyRange],
+        ctx: CopyContext,
+        log_ends: dict[tuple[str, int], int],
+        began: float,
+    ) -> BinReport:
+        from ferry.engine.copy import worker_clients
+
+        flow = self.spec.flow
+        state = FlowState(self.spec.state_dir)
+
+        def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
+            return state.stop_marker.exists() or state.replan_marker.exists()
+
+        terms = LeaseTerms(
+            flow.lease_seconds, flow.commit_interval, lease_over, _live_writer(state)
+        )
+        runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
+        progress_conf = progress_consumer_settings(self.spec.target, flow)
+        if flow.exactly_once:
+            consumer = worker_clients.consumer_for(consumer_conf)
+            progress = worker_clients.consumer_for(progress_conf)
+            settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
+
+            def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+                return worker_clients.transactional_producer(
+                    settings.for_partition(topic, partition), fresh
+                )
+
+            def lease_exactly_once() -> list[PartitionResult]:
+                results, notices = run_lease_exactly_once(
+                    consumer,
+                    progress,
+                    producer_for,
+                    worker_clients.transactional_tracker,
+                    ranges,
+                    ctx,
+                    runs_topic,
+                    terms,
+                    log_ends,
+                )
+                self._notices(notices)
+                return results
+
+            def drop() -> None:
+                worker_clients.evict(consumer_conf, {})
+                worker_clients.evict_transactional(
+                    [settings.for_partition(r.topic, r.partition) for r in ranges]
+                )
+
+            results = _dropping_clients_on_failure(lease_exactly_once, drop)
+            return BinReport(results, time.monotonic() - began)
+        producer_conf = producer_settings(self.spec.target)
+        progress = worker_clients.consumer_for(progress_conf)
+        runs_producer, _tracker = worker_clients.producer_for(producer_conf)
+        positions, notices = start_positions(
+            ranges, committed_positions(progress, ranges, ctx), log_ends
+        )
+        self._notices(notices)
+
+        remote = {(r.topic, r.partition): r.remote_topic for r in ranges}
+        committer = LeaseCommitter(
+            runs_producer, progress, runs_topic, flow.source, self.spec.target
+        )
+
+        def lease(copy_slice: Callable[..., list[PartitionResult]]) -> list[PartitionResult]:
+            def commit(results: list[PartitionResult]) -> None:
+                committer.commit(
+                    results, {(remote[(x.topic, x.partition)], x.partition): x.end for x in results}
+                )
+
+            results = run_lease(ranges, positions, terms, copy_slice, commit)
+            committer.finish()
+            return results
+
+        if _use_native(flow.copier):
+            from ferry.engine.copy.native_loop import copy_bin_native
+
+            copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
+            results = _dropping_clients_on_failure(
+                lambda: lease(lambda work, s: copy_bin_native(copier, work, ctx, s)),
+                lambda: worker_clients.evict_native(consumer_conf, producer_conf),
+            )
+            copier.release()
+            return BinReport(results, time.monotonic() - began, "native")
+        consumer = worker_clients.consumer_for(consumer_conf)
+        producer, tracker = worker_clients.producer_for(producer_conf)
+        results = _dropping_clients_on_failure(
+            lambda: lease(lambda work, s: copy_bin(consumer, producer, tracker, work, ctx, s)),
+            lambda: worker_clients.evict(consumer_conf, producer_conf),
+        )
+        consumer.unassign()
+        return BinReport(results, time.monotonic() - began)
+
+    def _notices(self, notices: list[str]) -> None:
+        import sys
+
+        for notice in notices:
+            print(f"ferry: flow {self.spec.flow.name}: {notice}", file=sys.stderr, flush=True)
 
     def _copy_exactly_once(
         self,
@@ -169,31 +310,30 @@ class MirrorSink(DataSourceStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]
         results = [r for report in reports for r in report.results]
-        if not self.spec.flow.exactly_once:  # exactly-once wrote both in each transaction
+        # Exactly-once wrote both in each transaction, a lease after each slice.
+        if not self.spec.flow.exactly_once and not self.spec.leased:
             try:
                 self._write_runs(results)
                 self._commit_progress(results)
             except FerryError as exc:
                 raise RuntimeError(error_to_text(exc)) from None
-        FlowState(self.spec.state_dir).add_batch(
-            batchId,
-            [
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "end": r.end,
-                    "copied": r.copied,
-                    "skipped": r.skipped,
-                    "bytes": r.bytes,
-                    "expired": r.expired,
-                    "latency": r.latency.to_json(),
-                    "record_age": r.record_age.to_json(),
-                }
-                for r in results
-            ],
-            max((report.seconds for report in reports), default=0.0),
-            sorted({report.copier for report in reports if report.results}),
-        )
+        state = FlowState(self.spec.state_dir)
+        seconds = max((report.seconds for report in reports), default=0.0)
+        copiers = sorted({report.copier for report in reports if report.results})
+        if self.spec.leased:  # the tasks wrote what they committed as they went
+            bounds = [(r.began_at, r.ended_at) for r in reports if r.began_at]
+            state.absorb_leases(
+                batchId,
+                seconds,
+                copiers,
+                LeaseBounds(
+                    self.spec.run_id,
+                    min((b for b, _ in bounds), default=0.0),
+                    max((e for _, e in bounds), default=0.0),
+                ),
+            )
+            return
+        state.add_batch(batchId, [partition_entry(r) for r in results], seconds, copiers)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
@@ -205,51 +345,38 @@ class MirrorSink(DataSourceStreamWriter):
         acknowledged the copies and their runs, so it never runs ahead of what is there."""
         from ferry.engine.copy import worker_clients
 
-        if not results:
-            return
         source = self.spec.flow.source
         policy = policy_for(self.spec.flow.policy, source)
-        offsets = [
-            TopicPartition(policy.remote_topic(source, r.topic), r.partition, r.end)
-            for r in results
-        ]
+        positions = {(policy.remote_topic(source, r.topic), r.partition): r.end for r in results}
         settings = progress_consumer_settings(self.spec.target, self.spec.flow)
         try:
-            worker_clients.consumer_for(settings).commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
+            commit_positions(worker_clients.consumer_for(settings), self.spec.target, positions)
+        except FerryError:
             worker_clients.evict(settings, {})
-            raise unavailable(self.spec.target, exc) from None
+            raise
 
     def _write_runs(self, results: list[PartitionResult]) -> None:
         from ferry.engine.copy import worker_clients
 
-        records = [
-            OffsetSyncRecord(self.spec.flow.source, r.topic, r.partition, run)
-            for r in results
-            for run in r.runs
-        ]
-        if not records:
-            return
-        policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
-        topic = policy.offset_runs_topic(self.spec.flow.source)
+        flow = self.spec.flow
+        topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
-        failures: list[str] = []
+        write_runs(producer, topic, flow.source, self.spec.target, results)
 
-        def on_delivery(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failures.append(f"{err.name()}: {err.str()}")
 
-        for record in records:
-            producer.produce(
-                topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery
-            )
-        while producer.flush(1.0) > 0:
-            pass
-        if failures:
-            raise ReplicationError(
-                f"could not write {len(failures)} offset run(s): {failures[0]}.",
-                cluster=self.spec.target.alias,
-                topic=topic,
-                partition=0,
-                fix="check that ferry may write to this topic; rerun to retry the batch",
-            )
+def _live_writer(state: FlowState) -> Callable[[list[PartitionResult]], None]:
+    """What a leased task committed so far, for the driver's counters while the lease runs.
+    Statistics only: a state directory this executor cannot write is no reason to stop."""
+    import uuid
+
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    task = f"{context.partitionId()}-{context.attemptNumber()}-" if context else ""
+    name = f"{task}{uuid.uuid4().hex[:12]}"
+
+    def write(results: list[PartitionResult]) -> None:
+        with contextlib.suppress(OSError):
+            state.write_live(name, [partition_entry(r) for r in results])
+
+    return write

@@ -1,6 +1,15 @@
 """The planner: a PySpark streaming source whose offsets are Kafka positions, not records.
 
-Its offset is `{topic: {partition: next offset}}` on the source cluster. Each micro-batch it
+Two modes. **Leases** (continuous `ferry run`, `ferry.lease.seconds` > 0): the offset is
+`{"lease": n, "topics": {topic: partitions}}`; every micro-batch is a lease in which each task
+copies its bin of partitions continuously from the flow's position on the target
+(engine/copy/lease.py). The planner only decides who copies what: every partition of every
+selected topic, packed into one bin per core, weighted by what each partition carried in the
+last lease plus its lag, and sticky across leases. New topics and partitions (found every
+`refresh.topics.interval.seconds`) join at the next lease.
+
+**Bounded micro-batches** (`--once`, or `ferry.lease.seconds = 0`): the offset is
+`{topic: {partition: next offset}}` on the source cluster. Each micro-batch it
 reads the last stable offsets (read_committed: open transactions are not planned), cuts the
 batch to the configured caps, and packs the ranges into a few bins; a bin is one Spark task
 and reaches the sink as a handful of rows describing ranges. The records themselves never
@@ -25,17 +34,19 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ferry.engine.copy.types import EARLIEST, OPEN
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.plan.batches import TP, PartitionRange, admit, bin_count, pack_bins, range_start
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
+from ferry.offsets.groups import GroupAdmin
 
 __all__ = ["RANGE_SCHEMA", "MirrorDataSource"]
 
 RANGE_SCHEMA = (
     "topic string, partition int, start long, end long, remote_topic string, "
-    "max_message_bytes long, source_cluster_id string, target_cluster_id string"
+    "max_message_bytes long, source_cluster_id string, target_cluster_id string, log_end long"
 )
 Offsets = dict[str, dict[str, int]]
 
@@ -49,6 +60,10 @@ def _nested(offsets: dict[TP, int]) -> Offsets:
     for (topic, partition), offset in sorted(offsets.items()):
         nested.setdefault(topic, {})[str(partition)] = offset
     return nested
+
+
+def _by_topic(topic: RemoteTopic) -> str:
+    return topic.topic
 
 
 class BinPartition(InputPartition):
@@ -71,6 +86,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_refresh = 0.0
         self._available_now: dict[TP, int] | None = None
         self._previous_bins: dict[TP, int] = {}
+        self._log_ends: dict[TP, int] = {}  # leases: the source's ends at the lease's planning
+        self._carried: dict[TP, int] = {}  # leases: records per partition counted so far
 
     # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
     def _topic_manager(self) -> TopicManager:
@@ -90,35 +107,13 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_refresh = now + interval if self.flow.refresh_topics_enabled else float("inf")
 
     def _end_offsets(self, which: str) -> dict[TP, int]:
-        from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-        from ferry.kafka.errors import unavailable
-
-        spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        request = {
-            TopicPartition(t.topic, p): spec
-            for t in self._topics.values()
-            for p in range(t.partitions)
-        }
-        if not request:
-            return {}
-        admin = self._topic_manager()._source_admin
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
-        )
-        ends: dict[TP, int] = {}
-        for tp, future in futures.items():
-            try:
-                ends[(tp.topic, tp.partition)] = future.result().offset
-            except KafkaException as exc:
-                raise unavailable(self.spec.source, exc) from None
-        return ends
+        topics = {t.topic: t.partitions for t in self._topics.values()}
+        return self._topic_manager().end_offsets(topics, which)
 
     # --- DataSourceStreamReader -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        return {}
+        return {"lease": 0, "topics": {}} if self.spec.leased else {}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.flow.batch_caps[0])
@@ -132,6 +127,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         try:
+            if self.spec.leased:
+                return self._next_lease(start)
             return self._latest_offset(_flat(start), limit)
         except FerryError as exc:
             raise RuntimeError(error_to_text(exc)) from None
@@ -148,12 +145,18 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A partition seen for the first time starts at its earliest retained record; so does
         # one whose end fell below ferry's progress (its topic was deleted and recreated).
         new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
-        for tp in new:
-            if tp in start:
-                self._notice(
-                    f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
-                    f"below ferry's position {start[tp]}: recreated? copying it from its start"
-                )
+        recreated = [tp for tp in new if tp in start]
+        for tp in recreated:
+            self._notice(
+                f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
+                f"below ferry's position {start[tp]}: recreated? copying it from its start"
+            )
+        if recreated:  # the flow's position on the target points into the old topic
+            policy = self._topic_manager().policy
+            GroupAdmin(self.spec.target).commit(
+                self.flow.progress_group,
+                {(policy.remote_topic(self.flow.source, t), p): 0 for t, p in recreated},
+            )
         begin = dict(start)
         if new:
             earliest = self._end_offsets("earliest")
@@ -175,6 +178,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         try:
+            if self.spec.leased:
+                return self._lease_partitions(end)
             return self._partitions(_flat(start), _flat(end))
         except FerryError as exc:
             raise RuntimeError(error_to_text(exc)) from None
@@ -213,11 +218,85 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         limit,
                         source_id,
                         target_id,
+                        r.end,
                     )
                 )
             if rows:
                 partitions.append(BinPartition(len(partitions), rows))
         return partitions
+
+    # --- leases ---------------------------------------------------------------------------
+
+    def _next_lease(self, start: dict[str, Any]) -> dict[str, Any]:
+        if self.state.stop_marker.exists():
+            return start  # ferry run is stopping: no new lease
+        self._refresh(force=self.state.replan_marker.exists())
+        self._log_ends = self._end_offsets("latest")
+        self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
+        topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
+        lease = int(start.get("lease", 0)) + 1
+        self.state.replan_marker.unlink(missing_ok=True)
+        self.state.write_lease(lease, topics)
+        return {"lease": lease, "topics": topics}
+
+    def _lease_partitions(self, end: dict[str, Any]) -> list[BinPartition]:
+        topics: dict[str, int] = end.get("topics", {})
+        if any(t not in self._topics for t in topics) or self._cluster_ids is None:
+            self._refresh(force=True)  # a restarted query replays a lease planned earlier
+        if not self._log_ends and topics:
+            self._log_ends = self._end_offsets("latest")
+        assert self._cluster_ids is not None
+        source_id, target_id = self._cluster_ids
+        policy, source = self._topic_manager().policy, self.flow.source
+        weights = self._lease_weights()
+        ranges = [
+            PartitionRange(t, p, 0, weights.get((t, p), 1), policy.remote_topic(source, t))
+            for t, count in sorted(topics.items())
+            for p in range(count)
+        ]
+        bins = self.flow.bins or self.spec.bins
+        packed = pack_bins(
+            ranges, bins, record_bytes=self.state.record_bytes(), previous=self._previous_bins
+        )
+        partitions: list[BinPartition] = []
+        for bin_ranges in packed:
+            rows = []
+            for r in bin_ranges:
+                self._previous_bins[r.tp] = len(partitions)
+                limit = (
+                    self._topics[r.topic].max_message_bytes if r.topic in self._topics else 1048588
+                )
+                log_end = self._log_ends.get(r.tp, -1)
+                rows.append(
+                    (
+                        r.topic,
+                        r.partition,
+                        EARLIEST,
+                        OPEN,
+                        r.remote_topic,
+                        limit,
+                        source_id,
+                        target_id,
+                        log_end,
+                    )
+                )
+            if rows:
+                partitions.append(BinPartition(len(partitions), rows))
+        return partitions
+
+    def _lease_weights(self) -> dict[TP, int]:
+        """What each partition will likely carry in a lease: what it carried in the last one,
+        plus its lag (so a partition catching up gets a bin of its own)."""
+        stats = self.state.stats().get("partitions", {})
+        lags = self.state.partition_lags()
+        weights: dict[TP, int] = {}
+        for key, entry in stats.items():
+            topic, _, partition = key.rpartition(":")
+            tp = (topic, int(partition))
+            records = int(entry.get("records", 0))
+            weights[tp] = 1 + records - self._carried.get(tp, 0) + lags.get(key, 0)
+            self._carried[tp] = records
+        return weights
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, BinPartition)

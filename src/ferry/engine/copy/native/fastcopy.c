@@ -109,6 +109,7 @@ typedef struct {
     int active;
     int64_t cursor;
     int64_t copied, skipped, bytes, expired, produced, delivered;
+    int64_t acked_next; /* the source offset after the last acknowledged copy, -1: none */
     /* exact runs (upstream start, downstream start, count), from delivery reports */
     int64_t *runs;
     size_t nruns, runs_cap;
@@ -145,6 +146,9 @@ typedef struct {
     const int *unreachable;
     size_t n_unreachable;
     int64_t stall_ms;
+    int64_t deadline_ms; /* a lease's slice: stop consuming at this mono_ms() (0: at the ends) */
+    int continuing;      /* the consumer is assigned at these positions already (a lease) */
+    int settle;          /* a slice waits for the acks of its copies (else they carry over) */
     const double *buckets;
     size_t n_buckets;
     int64_t sample_mask;
@@ -277,6 +281,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         r->failed++;
         return;
     }
+    r->acked_next = upstream + 1;
     if (run_add(r, upstream, m->offset)) {
         r->failed++; /* out of memory: the runs are incomplete, so the batch must fail */
         r->failed_code = RD_KAFKA_RESP_ERR__FAIL;
@@ -337,12 +342,18 @@ static int skip_expired(Copier *self, Job *job, Range *r) {
     return 0;
 }
 
-/* What is fetched already, or else the first message within 100 ms (consume_batch waits
- * for a full batch or the whole timeout, so the tail of every range would cost it). */
-static ssize_t next_messages(Copier *self, rd_kafka_message_t **msgs) {
+/* What is fetched already, or else the first message within 100 ms or by the slice's end
+ * (consume_batch waits for a full batch or the whole timeout, so the tail of every range
+ * would cost it). */
+static ssize_t next_messages(Copier *self, Job *job, rd_kafka_message_t **msgs) {
     ssize_t n = rd_kafka_consume_batch_queue(self->queue, 0, msgs, CONSUME_BATCH);
     if (n != 0) return n;
-    rd_kafka_message_t *first = rd_kafka_consumer_poll(self->consumer, 100);
+    int wait_ms = 100;
+    if (job->deadline_ms) {
+        int64_t left = job->deadline_ms - mono_ms();
+        wait_ms = left <= 0 ? 0 : left < 100 ? (int)left : 100;
+    }
+    rd_kafka_message_t *first = rd_kafka_consumer_poll(self->consumer, wait_ms);
     if (first == NULL) return 0;
     msgs[0] = first;
     n = rd_kafka_consume_batch_queue(self->queue, 0, msgs + 1, CONSUME_BATCH - 1);
@@ -406,6 +417,10 @@ static int handle(Copier *self, Job *job, rd_kafka_message_t *m, double now_ms,
             *last_progress = mono_ms();
             /* End of the committed log: nothing more can arrive inside this range. */
             if (r && r->active && m->offset >= r->end) finish(finished, r, active);
+            /* An open range (a lease) stands at the log's end: past transaction markers too.
+             * librdkafka drops events of an earlier assignment, so this one is current. */
+            if (r && r->active && r->end == INT64_MAX && m->offset > r->cursor)
+                r->cursor = m->offset;
             return 0;
         }
         if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && r && r->active) {
@@ -515,7 +530,7 @@ static int run_copy(Copier *self, Job *job) {
         rd_kafka_topic_partition_list_add(assignment, r->topic, r->partition)->offset = r->start;
         active++;
     }
-    if (active) {
+    if (active && !job->continuing) {
         rd_kafka_resp_err_t err = rd_kafka_assign(self->consumer, assignment);
         if (err) {
             set_error(job, "unavailable", -1, "", -1, -1, err, rd_kafka_err2str(err));
@@ -524,9 +539,9 @@ static int run_copy(Copier *self, Job *job) {
         }
     }
     int64_t last_progress = mono_ms();
-    while (active && !failed) {
+    while (active && !failed && !(job->deadline_ms && mono_ms() >= job->deadline_ms)) {
         unassign_finished(self, finished);
-        ssize_t n = next_messages(self, msgs);
+        ssize_t n = next_messages(self, job, msgs);
         rd_kafka_poll(self->producer, 0);
         if (n <= 0) {
             if (mono_ms() - last_progress > job->stall_ms) {
@@ -550,6 +565,24 @@ static int run_copy(Copier *self, Job *job) {
             rd_kafka_message_destroy(msgs[i]);
         }
         if (got_data) last_progress = mono_ms();
+    }
+    if (!failed && job->deadline_ms && !job->settle) {
+        /* A lease's slice that does not wait: copies still in flight carry over to the next
+         * slice (it serves their reports); what is reported now is what was acknowledged. */
+        rd_kafka_poll(self->producer, 0);
+        for (size_t i = 0; i < job->n; i++) {
+            Range *r = &job->ranges[i];
+            if (r->failed) {
+                set_error(job, "delivery", (long)i, r->remote_topic, r->partition,
+                          r->failed_upstream, r->failed_code, r->failed_reason);
+                job->error_fatal = r->failed_fatal;
+                job->error_extra = r->failed;
+                failed = 1;
+                break;
+            }
+            run_close(r);
+        }
+        goto done;
     }
     if (failed) {
         /* Nothing of this batch is reported; drop what is still queued, quickly. */
@@ -583,7 +616,8 @@ static int run_copy(Copier *self, Job *job) {
         run_close(r);
     }
 done:
-    rd_kafka_assign(self->consumer, NULL);
+    /* A lease's slice keeps the assignment (and what was fetched) for the next slice. */
+    if (failed || !job->deadline_ms) rd_kafka_assign(self->consumer, NULL);
     if (finished) rd_kafka_topic_partition_list_destroy(finished);
     if (assignment) rd_kafka_topic_partition_list_destroy(assignment);
     free(msgs);
@@ -721,9 +755,18 @@ static PyObject *result_of(Job *job, Range *r) {
         }
         PyList_SET_ITEM(runs, (Py_ssize_t)i, run);
     }
-    return Py_BuildValue("(LLLLNNN)", (long long)r->copied, (long long)r->skipped,
+    /* where the range stands: the next source offset (its start if nothing was seen); with
+     * copies in flight, the one after the last acknowledged copy */
+    int64_t in_flight = r->produced - r->delivered;
+    int64_t position = r->cursor > (r->start > 0 ? r->start : 0) ? r->cursor : r->start;
+    /* A slice starts at the last reported position, which lags the consumer by the copies
+     * that were in flight then; their reports came in this call (acked_next). */
+    if (r->acked_next > position) position = r->acked_next;
+    if (in_flight > 0) position = r->acked_next >= 0 ? r->acked_next : r->start;
+    return Py_BuildValue("(LLLLNNNLL)", (long long)r->copied, (long long)r->skipped,
                          (long long)r->bytes, (long long)r->expired, runs,
-                         histogram_of(job, &r->age), histogram_of(job, &r->latency));
+                         histogram_of(job, &r->age), histogram_of(job, &r->latency),
+                         (long long)position, (long long)in_flight);
 }
 
 static void free_ranges(Range *ranges, size_t n) {
@@ -757,21 +800,28 @@ static char *dup_str(PyObject *obj) {
 }
 
 PyDoc_STRVAR(copy_doc,
-             "copy(ranges, own_origin, unreachable, stall_timeout, buckets, sample_mask)\n"
+             "copy(ranges, own_origin, unreachable, stall_timeout, buckets, sample_mask,\n"
+             "     slice_seconds=0, continuing=False, settle=True)\n"
              "ranges: [(topic, partition, start, end, remote_topic, max_message_bytes,\n"
-             "          origin_before, origin_after)]\n"
+             "          origin_before, origin_after[, in_flight])]\n"
+             "slice_seconds > 0: a lease's slice: stop consuming after that long and keep the\n"
+             "assignment; continuing: the consumer is assigned already; settle: wait for the\n"
+             "acks (else copies in flight carry over: give their count as in_flight next time).\n"
              "Returns (results, error): results per range (copied, skipped, bytes, expired,\n"
-             "runs, (age counts, age sum), (latency counts, latency sum)), or error\n"
+             "runs, (age counts, age sum), (latency counts, latency sum), position,\n"
+             "in_flight), or error\n"
              "(kind, range index, topic, partition, offset, code, reason, fatal, extra).");
 
 static PyObject *Copier_copy(Copier *self, PyObject *args) {
     PyObject *range_list, *unreachable_seq, *bucket_seq;
     const char *own_origin;
     Py_ssize_t own_origin_len;
-    double stall_timeout;
+    double stall_timeout, slice_seconds = 0;
     long long sample_mask;
-    if (!PyArg_ParseTuple(args, "Oy#OdOL", &range_list, &own_origin, &own_origin_len,
-                          &unreachable_seq, &stall_timeout, &bucket_seq, &sample_mask))
+    int continuing = 0, settle = 1;
+    if (!PyArg_ParseTuple(args, "Oy#OdOL|dpp", &range_list, &own_origin, &own_origin_len,
+                          &unreachable_seq, &stall_timeout, &bucket_seq, &sample_mask,
+                          &slice_seconds, &continuing, &settle))
         return NULL;
     if (!self->producer || !self->consumer) {
         PyErr_SetString(PyExc_RuntimeError, "this copier is closed");
@@ -806,6 +856,9 @@ static PyObject *Copier_copy(Copier *self, PyObject *args) {
     job.own_origin = own_origin;
     job.own_origin_len = (size_t)own_origin_len;
     job.stall_ms = (int64_t)(stall_timeout * 1000);
+    job.deadline_ms = slice_seconds > 0 ? mono_ms() + (int64_t)(slice_seconds * 1000) : 0;
+    job.continuing = continuing;
+    job.settle = settle;
     job.sample_mask = sample_mask;
     job.n = (size_t)PySequence_Fast_GET_SIZE(ranges_fast);
     job.ranges = calloc(job.n ? job.n : 1, sizeof(Range));
@@ -816,12 +869,14 @@ static PyObject *Copier_copy(Copier *self, PyObject *args) {
     for (size_t i = 0; i < job.n; i++) {
         Range *r = &job.ranges[i];
         PyObject *topic, *remote, *before, *after;
-        long long start, end, max_bytes;
+        long long start, end, max_bytes, in_flight = 0;
         int partition;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(ranges_fast, i), "OiLLOLOO;a range",
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(ranges_fast, i), "OiLLOLOO|L;a range",
                               &topic, &partition, &start, &end, &remote, &max_bytes, &before,
-                              &after))
+                              &after, &in_flight))
             goto end;
+        r->produced = in_flight; /* their reports come in this call */
+        r->acked_next = -1;
         r->partition = partition;
         r->start = start;
         r->end = end;

@@ -1,0 +1,99 @@
+"""The driver's watch over running leases: source ends for the lag, and assignment changes.
+
+Between leases nobody plans, so this thread does two things the planner does per batch:
+
+- every `ENDS_INTERVAL_SECONDS` it reads the source's last stable offsets of the running
+  lease's partitions into the flow state, so the lag (`ferry run`'s view, `/metrics`) is
+  current while a lease runs;
+- every `refresh.topics.interval.seconds` it asks the source which topics the flow selects
+  now; when they differ from the running lease's (a topic created or deleted, partitions
+  added), it leaves the flow's replan marker, the leased tasks end after their current
+  slice, and the planner plans the next lease with the new assignment. So a new topic waits
+  for the refresh interval, not for the lease to run out.
+
+A cluster that does not answer is skipped here: the copy itself reports it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from ferry.config.model import FerryConfig, FlowConfig
+from ferry.engine.flow_state import FlowState, tp_key
+from ferry.engine.plan.remote_topics import TopicManager
+from ferry.errors import FerryError
+
+__all__ = ["AssignmentWatch"]
+
+ENDS_INTERVAL_SECONDS = 2.0
+
+
+class AssignmentWatch:
+    def __init__(
+        self,
+        config: FerryConfig,
+        flows: list[tuple[FlowConfig, FlowState]],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._config = config
+        self._flows = [(flow, state) for flow, state in flows if flow.refresh_topics_enabled]
+        self._stopping = stopping
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ferry-lease-watch", daemon=True)
+        self._managers: dict[str, TopicManager] = {}
+
+    def start(self) -> AssignmentWatch:
+        if self._flows:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        next_check = {flow.name: 0.0 for flow, _ in self._flows}
+        while not self._stop.wait(ENDS_INTERVAL_SECONDS):
+            if self._stopping():
+                return
+            now = time.monotonic()
+            for flow, state in self._flows:
+                self.read_ends(flow, state)
+                if flow.refresh_topics_enabled and now >= next_check[flow.name]:
+                    next_check[flow.name] = now + max(1, flow.refresh_topics_interval_seconds)
+                    self.check(flow, state)
+
+    def read_ends(self, flow: FlowConfig, state: FlowState) -> None:
+        """The source's last stable offsets of the running lease's partitions, for the lag."""
+        running = state.lease_topics()
+        try:
+            ends = self._manager(flow).end_offsets(running) if running else {}
+        except FerryError:
+            return
+        if ends:
+            state.write_latest({tp_key(*tp): offset for tp, offset in ends.items()})
+
+    def check(self, flow: FlowConfig, state: FlowState) -> bool:
+        """Leave the replan marker if the flow's selection differs from the running lease's;
+        a cluster that does not answer is the runner's to report, so it is skipped here."""
+        running = state.lease_topics()
+        if not running:
+            return False  # no lease planned yet
+        try:
+            selected = self._manager(flow).selected()
+        except FerryError:
+            return False
+        if selected == running:
+            return False
+        state.directory.mkdir(parents=True, exist_ok=True)
+        state.replan_marker.touch()
+        return True
+
+    def _manager(self, flow: FlowConfig) -> TopicManager:
+        if flow.name not in self._managers:
+            clusters = self._config.clusters
+            self._managers[flow.name] = TopicManager(
+                flow, clusters[flow.source], clusters[flow.target]
+            )
+        return self._managers[flow.name]
