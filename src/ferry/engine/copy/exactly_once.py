@@ -26,6 +26,7 @@ fails with KafkaUnavailableError, and ferry restarts the batch from its checkpoi
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -34,6 +35,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ferry.engine.copy import worker_clients
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.python_loop import copy_ranges
@@ -56,6 +58,10 @@ COMMIT_TIMEOUT_SECONDS = 60.0
 # Long enough to copy a batch; short enough that a transaction left open by a crashed ferry
 # that is not restarted does not hold back the target's read_committed consumers for long.
 TRANSACTION_TIMEOUT_MS = 60_000
+# Adding the position to a transaction: librdkafka's own timeout, then how much longer ferry
+# waits before it gives the producer up (see `_send_offsets`).
+SEND_OFFSETS_TIMEOUT_SECONDS = 30.0
+SEND_OFFSETS_GRACE_SECONDS = 10.0
 
 
 def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
@@ -190,15 +196,50 @@ def _begin(
             reread = committed_positions(progress, [r], ctx).get((r.remote_topic, r.partition), -1)
         try:
             producer.begin_transaction()
-            producer.send_offsets_to_transaction(
-                offsets, progress.consumer_group_metadata(), COMMIT_TIMEOUT_SECONDS
-            )
+            _send_offsets(producer, offsets, progress.consumer_group_metadata(), r, ctx)
             return producer, reread
         except KafkaException as exc:
             _abort_quietly(producer)
             if fresh:
                 raise _retry_later(exc, r, ctx, "could not begin a transaction") from None
     raise AssertionError("unreachable")
+
+
+def _send_offsets(
+    producer: Any, offsets: list[TopicPartition], group: Any, r: CopyRange, ctx: CopyContext
+) -> None:
+    """`send_offsets_to_transaction`, bounded in time whatever librdkafka does.
+
+    librdkafka (2.16) can wait past the call's timeout when the group coordinator went away
+    during the transaction (the target's broker restarted): its coordinator requests are
+    never timed out, and the call may never return. So the call runs on a thread of its own;
+    a producer that has not answered in time is abandoned (`worker_clients.abandon`: never
+    used or closed again, its successor fences it) and the task fails, to be retried with a
+    new producer. Its transaction holds nothing committed: nothing is lost or doubled."""
+    outcome: list[BaseException | None] = []
+
+    def send() -> None:
+        try:
+            producer.send_offsets_to_transaction(offsets, group, SEND_OFFSETS_TIMEOUT_SECONDS)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    caller = threading.Thread(target=send, name="ferry-send-offsets", daemon=True)
+    caller.start()
+    caller.join(SEND_OFFSETS_TIMEOUT_SECONDS + SEND_OFFSETS_GRACE_SECONDS)
+    if not outcome:
+        worker_clients.abandon(producer)
+        raise KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"adding ferry's position for {r.topic} partition {r.partition} to a transaction "
+            f"did not finish in {SEND_OFFSETS_TIMEOUT_SECONDS + SEND_OFFSETS_GRACE_SECONDS:.0f}"
+            " s (the group coordinator is unreachable); nothing of the transaction is visible "
+            "to read_committed consumers; retrying with a new producer",
+        )
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[TP, int]:
@@ -248,6 +289,8 @@ def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) 
 
 
 def _abort_quietly(producer: Any) -> None:
+    if worker_clients.abandoned(producer):
+        return  # stuck in a call: its successor's start aborts what it left open
     # Fatal (fenced) or no transaction open: the coordinator aborts or already aborted it.
     with contextlib.suppress(KafkaException):
         producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
@@ -340,7 +383,7 @@ def _commit_slice(
     if result.end >= 0:
         offsets = [TopicPartition(r.remote_topic, r.partition, result.end)]
         try:
-            producer.send_offsets_to_transaction(offsets, group, COMMIT_TIMEOUT_SECONDS)
+            _send_offsets(producer, offsets, group, r, ctx)
         except KafkaException as exc:
             what = "could not add ferry's position to a transaction"
             raise _retry_later(exc, r, ctx, what) from None

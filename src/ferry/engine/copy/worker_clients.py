@@ -18,6 +18,8 @@ from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.kafka import clients
 
 __all__ = [
+    "abandon",
+    "abandoned",
     "consumer_for",
     "evict",
     "evict_native",
@@ -37,6 +39,9 @@ _transactional: OrderedDict[str, Any] = OrderedDict()
 _transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
 transactional_tracker = DeliveryTracker()
 MAX_TRANSACTIONAL_PRODUCERS = 64
+# Producers stuck inside a librdkafka call: never called again, never closed (a close would
+# wait for the stuck call), kept referenced so no garbage collection destroys them either.
+_abandoned: list[Any] = []
 INIT_TIMEOUT_SECONDS = 60.0
 
 
@@ -124,6 +129,21 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
     return producer
 
 
+def abandon(producer: Any) -> None:
+    """Give up a transactional producer stuck in a call: out of the cache, left untouched.
+
+    Its successor (same transactional id) fences it; the thread blocked in it is leaked."""
+    with _transactional_lock:
+        for key, cached in list(_transactional.items()):
+            if cached is producer:
+                del _transactional[key]
+        _abandoned.append(producer)
+
+
+def abandoned(producer: Any) -> bool:
+    return any(p is producer for p in _abandoned)
+
+
 def evict_transactional(settings: list[dict[str, str]]) -> None:
     with _transactional_lock:
         dropped = [_transactional.pop(_key(s), None) for s in settings]
@@ -132,7 +152,7 @@ def evict_transactional(settings: list[dict[str, str]]) -> None:
 
 
 def _drop(producer: Any) -> None:
-    if producer is None:
+    if producer is None or abandoned(producer):
         return
     # A fenced or failed producer raises its fatal error from every call, close() included.
     with contextlib.suppress(KafkaException):
