@@ -60,8 +60,8 @@ COMMIT_TIMEOUT_SECONDS = 60.0
 TRANSACTION_TIMEOUT_MS = 60_000
 # Adding the position to a transaction: librdkafka's own timeout, then how much longer ferry
 # waits before it gives the producer up (see `_send_offsets`).
-SEND_OFFSETS_TIMEOUT_SECONDS = 30.0
-SEND_OFFSETS_GRACE_SECONDS = 10.0
+SEND_OFFSETS_TIMEOUT_SECONDS = 20.0
+SEND_OFFSETS_GRACE_SECONDS = 5.0
 
 
 def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
