@@ -185,11 +185,16 @@ def test_a_python_worker_killed_mid_lease_hands_its_lease_to_a_retry(
     config = _config(tmp_path, kafka_clusters, topic_name, **eos)
     remote = f"A.{topic_name}"
     killed: list[int] = []
+    state = FlowState(tmp_path / "state" / "A-to-B")
 
     with SteadyProducer(a, topic_name, 2) as producer:
 
         def meanwhile() -> None:
-            wait_for(lambda: record_count(b, remote) > 200, 120, "copying started")
+            # Killed once the copy is past the source's ends seen when the lease was planned:
+            # the retry finds a position beyond them, which is no recreated topic.
+            wait_for(lambda: bool(state.lease_topics()), 120, "the first lease planned")
+            planned = record_count(a, topic_name)  # at least the ends the planner saw
+            wait_for(lambda: record_count(b, remote) > planned + 200, 120, "copying started")
             wait_for(lambda: bool(_python_workers()), 30, "Spark's Python workers found")
             victim = _python_workers()[0]
             killed.append(victim.pid)

@@ -16,20 +16,46 @@ from ferry.kafka.offset_runs import OffsetRun
 RANGES = [CopyRange("orders", 0, EARLIEST, OPEN, "A.orders", 1_000_000)]
 
 
+def _never_asked(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    raise AssertionError(f"the source's ends were asked for {partitions}")
+
+
 def test_a_lease_starts_at_the_committed_position_or_the_earliest_record() -> None:
     ranges = [*RANGES, CopyRange("orders", 1, EARLIEST, OPEN, "A.orders", 1_000_000)]
-    positions, notices = start_positions(ranges, {("A.orders", 0): 42}, {("orders", 0): 50})
+    positions, notices = start_positions(
+        ranges, {("A.orders", 0): 42}, {("orders", 0): 50}, _never_asked
+    )
     assert positions == {("orders", 0): 42, ("orders", 1): EARLIEST}
     assert notices == []
 
 
-def test_a_position_beyond_the_source_end_means_a_recreated_topic_copied_from_its_start() -> None:
-    positions, notices = start_positions(RANGES, {("A.orders", 0): 900}, {("orders", 0): 30})
+def test_a_position_beyond_the_source_end_now_means_a_recreated_topic_copied_from_its_start() -> (
+    None
+):
+    asked: list[list[tuple[str, int]]] = []
+
+    def source_ends(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        asked.append(partitions)
+        return {("orders", 0): 35}
+
+    positions, notices = start_positions(
+        RANGES, {("A.orders", 0): 900}, {("orders", 0): 30}, source_ends
+    )
+    assert asked == [[("orders", 0)]]
     assert positions == {("orders", 0): EARLIEST}
     assert notices == [
-        "orders partition 0 ends at 30, below ferry's position 900: recreated? "
+        "orders partition 0 ends at 35, below ferry's position 900: recreated? "
         "copying it from its start"
     ]
+
+
+def test_a_position_beyond_the_planned_end_but_not_the_end_now_is_kept() -> None:
+    # A retried attempt: the failed one committed past the ends seen when the lease was planned.
+    positions, notices = start_positions(
+        RANGES, {("A.orders", 0): 3600}, {("orders", 0): 3197}, lambda _tps: {("orders", 0): 3650}
+    )
+    assert positions == {("orders", 0): 3600}
+    assert notices == []
 
 
 class FakeLoop:

@@ -39,6 +39,7 @@ from ferry.engine.copy import worker_clients
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.python_loop import copy_ranges
+from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import kafka_error_of
@@ -344,7 +345,9 @@ def run_lease_exactly_once(
         )
     )
     committed = committed_positions(progress, ranges, ctx)
-    positions, notices = start_positions(ranges, committed, log_ends)
+    positions, notices = start_positions(
+        ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
+    )
     group = progress.consumer_group_metadata()
 
     def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:

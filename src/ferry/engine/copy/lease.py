@@ -52,29 +52,44 @@ class LeaseTerms:
 
 
 def start_positions(
-    ranges: list[CopyRange], committed: dict[TP, int], log_ends: dict[TP, int]
+    ranges: list[CopyRange],
+    committed: dict[TP, int],
+    log_ends: dict[TP, int],
+    source_ends: Callable[[list[TP]], dict[TP, int]],
 ) -> tuple[dict[TP, int], list[str]]:
     """Where each partition's copy starts: the flow's committed position on the target.
 
     A partition with none starts at its earliest retained record. A position beyond the
     source's end means the topic was deleted and created again: the new one is copied from
-    its start, and said (the second value: one sentence per such partition)."""
+    its start, and said (the second value: one sentence per such partition).
+
+    `log_ends` are the ends seen when the lease was planned; an attempt Spark retries, or a
+    lease replayed after a restart, may find positions committed since, beyond them. So a
+    position beyond its planned end is checked against the source's end now
+    (`source_ends(partitions)`, asked after the positions were read): only a position beyond
+    that is a recreated topic."""
     positions: dict[TP, int] = {}
-    notices: list[str] = []
+    beyond: dict[TP, int] = {}
     for r in ranges:
         tp = (r.topic, r.partition)
         position = committed.get((r.remote_topic, r.partition))
         end = log_ends.get(tp)
         if position is None or position < 0:
             positions[tp] = EARLIEST
-        elif end is not None and position > end:
+        else:
+            positions[tp] = position
+            if end is not None and position > end:
+                beyond[tp] = position
+    notices: list[str] = []
+    now = source_ends(sorted(beyond)) if beyond else {}
+    for tp, position in sorted(beyond.items()):
+        end = now.get(tp)
+        if end is not None and position > end:
             notices.append(
-                f"{r.topic} partition {r.partition} ends at {end}, below ferry's position "
+                f"{tp[0]} partition {tp[1]} ends at {end}, below ferry's position "
                 f"{position}: recreated? copying it from its start"
             )
             positions[tp] = EARLIEST
-        else:
-            positions[tp] = position
     return positions, notices
 
 

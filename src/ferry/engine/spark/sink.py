@@ -41,6 +41,7 @@ from ferry.engine.copy.exactly_once import (
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
+from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
@@ -223,9 +224,20 @@ class MirrorSink(DataSourceStreamWriter):
         producer_conf = producer_settings(self.spec.target)
         progress = worker_clients.consumer_for(progress_conf)
         runs_producer, _tracker = worker_clients.producer_for(producer_conf)
-        positions, notices = start_positions(
-            ranges, committed_positions(progress, ranges, ctx), log_ends
-        )
+
+        def where_to_start() -> tuple[dict[tuple[str, int], int], list[str]]:
+            return start_positions(
+                ranges,
+                committed_positions(progress, ranges, ctx),
+                log_ends,
+                lambda tps: high_watermarks(worker_clients.consumer_for(consumer_conf), tps, ctx),
+            )
+
+        try:
+            positions, notices = where_to_start()
+        except FerryError as exc:
+            worker_clients.evict(progress_conf, {})
+            raise RuntimeError(error_to_text(exc)) from None
         self._notices(notices)
 
         remote = {(r.topic, r.partition): r.remote_topic for r in ranges}

@@ -1,0 +1,34 @@
+"""The source's end of a partition as it is now, asked of its leader (not librdkafka's cache)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from ferry.engine.copy.types import CopyContext
+from ferry.errors import KafkaUnavailableError
+
+__all__ = ["high_watermarks"]
+
+TIMEOUT_SECONDS = 10.0
+
+
+def high_watermarks(
+    consumer: Any, partitions: list[tuple[str, int]], ctx: CopyContext
+) -> dict[tuple[str, int], int]:
+    """Each partition's high watermark (the offset its next record gets) on the source."""
+    ends: dict[tuple[str, int], int] = {}
+    for topic, partition in partitions:
+        try:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS, cached=False
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                ctx.source_alias,
+                ctx.source_bootstrap,
+                f"could not read the end of {topic} partition {partition}: {exc}",
+            ) from None
+        ends[(topic, partition)] = high
+    return ends
