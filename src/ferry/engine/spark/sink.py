@@ -191,12 +191,7 @@ class MirrorSink(DataSourceStreamWriter):
         if flow.exactly_once:
             consumer = worker_clients.consumer_for(consumer_conf)
             progress = worker_clients.consumer_for(progress_conf)
-            settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
-
-            def producer_for(topic: str, partition: int, fresh: bool) -> Any:
-                return worker_clients.transactional_producer(
-                    settings.for_partition(topic, partition), fresh
-                )
+            settings, producer_for = self._transactional(ctx)
 
             def lease_exactly_once() -> list[PartitionResult]:
                 results, notices = run_lease_exactly_once(
@@ -274,6 +269,22 @@ class MirrorSink(DataSourceStreamWriter):
         consumer.unassign()
         return BinReport(results, time.monotonic() - began)
 
+    def _transactional(
+        self, ctx: CopyContext
+    ) -> tuple[TransactionalSettings, Callable[[str, int, bool], Any]]:
+        """Exactly-once: the settings of each partition's producer, and `producer_for(topic,
+        partition, fresh)`, the started one from this worker's cache (`fresh`: a new one)."""
+        from ferry.engine.copy import worker_clients
+
+        settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
+
+        def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+            return worker_clients.transactional_producer(
+                settings.for_partition(topic, partition), fresh
+            )
+
+        return settings, producer_for
+
     def _notices(self, notices: list[str]) -> None:
         import sys
 
@@ -291,12 +302,7 @@ class MirrorSink(DataSourceStreamWriter):
 
         progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
         progress = worker_clients.consumer_for(progress_conf)
-        settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
-
-        def producer_for(topic: str, partition: int, fresh: bool) -> Any:
-            return worker_clients.transactional_producer(
-                settings.for_partition(topic, partition), fresh
-            )
+        settings, producer_for = self._transactional(ctx)
 
         policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
         try:
