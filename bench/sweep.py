@@ -43,6 +43,7 @@ finished are kept and the error is recorded under `errors`.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -211,6 +212,14 @@ def markdown_lines(sweep: Mapping[str, Any]) -> list[str]:
                 f"| {row['rate']:,.0f} | {_num(row['p99_ratio'], '{:.2f} x')} "
                 f"| {_num(row['cpu_share_ratio'], '{:.2f} x')} |"
             )
+    gaps = sweep.get("ferry_lease_gaps")
+    if gaps:
+        lines += [
+            "",
+            f"ferry handed over between leases {gaps['count']} time(s) during its sweep; the "
+            f"longest pause between one lease's end and the next one's start was "
+            f"{gaps['max_ms']:,.0f} ms.",
+        ]
     lines += _caveat_lines(sweep)
     return lines
 
@@ -268,6 +277,24 @@ def run_sweep(
         "runs": runs,
         "ratios": ferry_vs_mm2(runs),
         "errors": errors,
+        "ferry_lease_gaps": lease_gaps(work / "sweep-ferry" / "state" / "A-to-B" / "stats.json"),
+    }
+
+
+def lease_gaps(stats_file: Path) -> dict[str, Any] | None:
+    """ferry's handovers between leases during its sweep (from its own statistics): how many,
+    and the longest pause between one lease's last task ending and the next one's first
+    task starting. None when ferry did not run or ran no second lease."""
+    try:
+        stats = json.loads(stats_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not stats.get("lease_gaps"):
+        return None
+    return {
+        "count": int(stats["lease_gaps"]),
+        "max_ms": round(float(stats.get("lease_gap_max_seconds", 0.0)) * 1000, 1),
+        "last_ms": round(float(stats.get("lease_gap_seconds", 0.0)) * 1000, 1),
     }
 
 

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from bench.plot import chart_path, series, sweep_chart
 from bench.stats import cpu_share
-from bench.sweep import by_rate, ferry_vs_mm2, markdown_lines, parse_rates, readback_timeout
+from bench.sweep import (
+    by_rate,
+    ferry_vs_mm2,
+    lease_gaps,
+    markdown_lines,
+    parse_rates,
+    readback_timeout,
+)
 
 SETTINGS = {
     "rates": [1000.0, 5000.0],
@@ -134,3 +141,26 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     sweep = {"settings": SETTINGS, "runs": RUNS, "ratios": [], "errors": {}}
     path = sweep_chart(sweep, tmp_path / "out" / "sweep.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lease_gaps_come_from_ferrys_statistics(tmp_path: Path) -> None:
+    stats = tmp_path / "stats.json"
+    assert lease_gaps(stats) is None  # ferry did not run
+    stats.write_text('{"records": 10}')
+    assert lease_gaps(stats) is None  # one lease, no handover
+    stats.write_text(
+        '{"lease_gaps": 3, "lease_gap_seconds": 0.0125, "lease_gap_max_seconds": 0.4567}'
+    )
+    assert lease_gaps(stats) == {"count": 3, "max_ms": 456.7, "last_ms": 12.5}
+
+
+def test_markdown_reports_the_longest_lease_gap() -> None:
+    sweep = {
+        "settings": SETTINGS,
+        "runs": RUNS,
+        "ratios": [],
+        "errors": {},
+        "ferry_lease_gaps": {"count": 3, "max_ms": 456.7, "last_ms": 12.5},
+    }
+    text = "\n".join(markdown_lines(sweep))
+    assert "between leases 3 time(s)" in text and "457 ms" in text
