@@ -173,3 +173,34 @@ def test_a_refused_offset_run_stops_the_lease_naming_the_runs_topic() -> None:
         committer.commit([_result(20)], {("A.orders", 0): 20})
     assert raised.value.topic == "runs" and raised.value.cluster == "B"
     assert progress.commits == []
+
+
+class CatchingUp:
+    """Copies `per_slice[i]` records in slice i (all acknowledged)."""
+
+    def __init__(self, per_slice: list[int]) -> None:
+        self.per_slice = per_slice
+        self.seconds: list[float] = []
+
+    def __call__(self, work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
+        (r,) = work
+        copied = self.per_slice[len(self.seconds)]
+        self.seconds.append(slice.seconds)
+        return [PartitionResult(r.topic, r.partition, r.start, r.start + copied, copied=copied)]
+
+
+def test_at_least_once_slices_stay_short_while_catching_up() -> None:
+    loop = CatchingUp([50_000, 20_000, 9_000, 10, 10])
+    stops = iter([False, False, False, False, True])
+    terms = LeaseTerms(60, 1.0, lambda: next(stops), short_catch_up_slices=True)
+    run_lease(RANGES, {("orders", 0): 0}, terms, loop, lambda _results: None)
+    # The first slice (a backlog may wait), then after each big one: short; then the interval.
+    assert loop.seconds[:4] == [0.1, 0.1, 0.1, 1.0]
+
+
+def test_exactly_once_slices_keep_the_commit_interval() -> None:
+    loop = CatchingUp([50_000, 20_000, 10])
+    stops = iter([False, False, True])
+    terms = LeaseTerms(60, 1.0, lambda: next(stops))
+    run_lease(RANGES, {("orders", 0): 0}, terms, loop, lambda _results: None)
+    assert loop.seconds[:2] == [1.0, 1.0]

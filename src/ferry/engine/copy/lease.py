@@ -39,6 +39,11 @@ __all__ = ["LeaseTerms", "run_lease", "start_positions"]
 TP = tuple[str, int]
 # The slice that ends a lease: long enough to hand over what was fetched, then the acks.
 SETTLE_SECONDS = 0.001
+# At-least-once, a crash copies again what was copied since the last commit. Catching up on
+# a backlog (the first slice of a lease, or a slice that copied this many records or more),
+# a commit interval is a backlog's worth, so such slices are kept short.
+CATCH_UP_RECORDS = 10_000
+CATCH_UP_SLICE_SECONDS = 0.1
 CopySlice = Callable[[list[CopyRange], Slice], list[PartitionResult]]
 
 
@@ -49,6 +54,8 @@ class LeaseTerms:
     stop_requested: Callable[[], bool] = lambda: False
     # after each commit: the lease's results so far (the driver's live counters)
     committed: Callable[[list[PartitionResult]], None] = lambda _results: None
+    # short slices while catching up (at-least-once; exactly-once copies nothing twice)
+    short_catch_up_slices: bool = False
 
 
 def start_positions(
@@ -114,6 +121,7 @@ def run_lease(
     }
     in_flight: dict[TP, int] = {}
     continuing = settled = False
+    last_copied = 0
     while not settled:
         left = terms.seconds - (time.monotonic() - began)
         if left <= 0 or terms.stop_requested():
@@ -122,9 +130,13 @@ def run_lease(
             # The lease's last slice: its copies acknowledged, so its end is committed.
             left, settled = SETTLE_SECONDS, True
         work = [replace(r, start=positions[(r.topic, r.partition)], end=OPEN) for r in ranges]
-        slice = Slice(min(terms.commit_interval, left), continuing, settled, dict(in_flight))
+        interval = terms.commit_interval
+        if terms.short_catch_up_slices and (not continuing or last_copied >= CATCH_UP_RECORDS):
+            interval = min(interval, CATCH_UP_SLICE_SECONDS)
+        slice = Slice(min(interval, left), continuing, settled, dict(in_flight))
         results = copy_slice(work, slice)
         continuing = True
+        last_copied = sum(result.copied for result in results)
         commit(results)
         for result in results:
             tp = (result.topic, result.partition)

@@ -184,7 +184,11 @@ class MirrorSink(DataSourceStreamWriter):
             return state.stop_marker.exists() or state.replan_marker.exists()
 
         terms = LeaseTerms(
-            flow.lease_seconds, flow.commit_interval, lease_over, _live_writer(state)
+            flow.lease_seconds,
+            flow.commit_interval,
+            lease_over,
+            _live_writer(state),
+            short_catch_up_slices=not flow.exactly_once,
         )
         runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         progress_conf = progress_consumer_settings(self.spec.target, flow)
