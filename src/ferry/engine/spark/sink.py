@@ -223,17 +223,13 @@ class MirrorSink(DataSourceStreamWriter):
         producer_conf = producer_settings(self.spec.target)
         progress = worker_clients.consumer_for(progress_conf)
         runs_producer, _tracker = worker_clients.producer_for(producer_conf)
-
-        def where_to_start() -> tuple[dict[tuple[str, int], int], list[str]]:
-            return start_positions(
+        try:
+            positions, notices = start_positions(
                 ranges,
                 committed_positions(progress, ranges, ctx),
                 log_ends,
                 lambda tps: high_watermarks(worker_clients.consumer_for(consumer_conf), tps, ctx),
             )
-
-        try:
-            positions, notices = where_to_start()
         except FerryError as exc:
             worker_clients.evict(progress_conf, {})
             raise RuntimeError(error_to_text(exc)) from None
