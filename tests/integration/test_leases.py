@@ -293,3 +293,46 @@ def test_leases_hand_over_without_losing_or_repeating_a_record_and_the_gap_is_me
     copies = _copies_per_origin(b, f"A.{topic_name}", 2)
     assert len(copies) == producer.sent
     assert set(copies.values()) == {1}, "no record copied twice at a lease's end"
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exactly(
+    kafka_clusters: dict[str, BrokerProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+    mode: str,
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    eos = {"exactly.once.source.support": "enabled"} if mode == "exactly-once" else {}
+    config = _config(tmp_path, kafka_clusters, topic_name, **eos)
+    remote = f"A.{topic_name}"
+    state = FlowState(tmp_path / "state" / "A-to-B")
+    first_lease = state.lease_checkpoint / "offsets" / "0"
+    ferry = [sys.executable, "-m", "ferry", "run", "-c", str(config)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "ferry.log"
+    with SteadyProducer(a, topic_name, 2) as producer, log.open("w") as out:
+        # A `ferry run` of its own: its Spark starts from nothing, as a user's does.
+        proc = subprocess.Popen(ferry, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_for(lambda: record_count(b, remote) > 0, 120, f"{remote} copying")
+            assert not first_lease.exists(), "copied before Spark planned its first lease"
+            wait_for(
+                lambda: first_lease.exists() and not state.head_start_marker.exists(),
+                180,
+                "the first lease took over",
+            )
+            taken_over = record_count(b, remote)
+            wait_for(lambda: record_count(b, remote) > taken_over + 200, 60, "the lease copying")
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    run_once(config, spark)  # the rest, from the position the stopped lease committed
+    copies = _copies_per_origin(b, remote, 2)
+    assert len(copies) == producer.sent, "nothing lost at the handover"
+    assert set(copies.values()) == {1}, "nothing copied twice at the handover"

@@ -80,6 +80,7 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "ferry.trigger.interval.ms": ("trigger_interval_ms", Kind.INT),
     "ferry.copier": ("copier", Kind.COPIER),
     "ferry.lease.seconds": ("lease_seconds", Kind.INT),
+    "ferry.head.start.enabled": ("head_start_enabled", Kind.BOOL),
     "ferry.commit.interval.ms": ("commit_interval_ms", Kind.POSITIVE_INT),
 }
 

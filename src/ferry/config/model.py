@@ -115,6 +115,10 @@ class FlowConfig(_Frozen):
     # Long, because records arriving during a handover between leases wait for it (about
     # 0.75 s measured at 5,000 records/s): once every 10 minutes keeps that out of p99.
     lease_seconds: int = Field(default=600, ge=0)
+    # Continuous copy on a local master: the driver copies the flow while Spark starts, until
+    # the first leased task takes over (engine/head_start.py), so a start or restart does not
+    # add Spark's start-up to the recovery point.
+    head_start_enabled: bool = True
     # How often a leased task commits what the target acknowledged (the flow's position and
     # its offset runs); in exactly-once mode, how long each transaction stays open. None: 100
     # ms in exactly-once mode (a transaction's records are visible only once it commits),

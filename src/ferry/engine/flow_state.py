@@ -74,6 +74,17 @@ class FlowState:
         topics or partitions); the planner removes it when it plans the next lease."""
         return self.directory / "replan"
 
+    @property
+    def head_start_marker(self) -> Path:
+        """While this file exists the driver copies the flow itself, Spark not started yet (see
+        engine/head_start.py); it holds the driver's pid."""
+        return self.directory / "head-start"
+
+    @property
+    def handover_marker(self) -> Path:
+        """A leased task asks the head start to stop (and waits for its marker to go)."""
+        return self.directory / "handover"
+
     def lease_topics(self) -> dict[str, int]:
         """The topics (and partition counts) the running lease copies, as the planner wrote."""
         return {str(t): int(n) for t, n in self._read("lease.json").get("topics", {}).items()}

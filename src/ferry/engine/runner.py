@@ -21,9 +21,10 @@ from typing import Any
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
+from ferry.engine.head_start import HeadStart
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
-from ferry.engine.spark.session import start_spark
+from ferry.engine.spark.session import spark_master, start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
 from ferry.kafka.reachability import Reachability
 from ferry.kafka.retry import Backoff, retry_unavailable
@@ -65,7 +66,7 @@ class _Flow:
     state: FlowState
     query: Any = None
     started: float = 0.0
-    baseline: dict[str, Any] = field(default_factory=dict)
+    baseline: dict[str, Any] | None = None  # the counters when this run began copying
     progress: FlowProgress = field(init=False)
     backoff: Backoff = field(default_factory=Backoff)
     retry_at: float | None = None
@@ -127,6 +128,7 @@ class Runner:
         control: ControlPlane | None = None
         watch: AssignmentWatch | None = None
         spark: Any = None
+        head_starts: list[HeadStart] = []
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
@@ -134,6 +136,9 @@ class Runner:
             for flow in self.config.enabled_flows:
                 self._prepare(flow)
                 self._check_copier(flow)
+            run_id = uuid.uuid4().hex
+            early = self._head_start(run_id)
+            head_starts = [head for head, _baseline, _started in early.values()]
             if self._spark is None:
                 spark, archive = start_spark(self.config, write_class_archive=True)
             else:
@@ -143,7 +148,6 @@ class Runner:
 
             spark.dataSource.register(MirrorDataSource)
             cores = int(spark.sparkContext.defaultParallelism)
-            run_id = uuid.uuid4().hex
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
@@ -152,6 +156,8 @@ class Runner:
                     self.config, flow, bins=bins, leased=flow in leased, run_id=run_id
                 )
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
+                if flow.name in early:  # counted from before the head start copied
+                    _head, flows[-1].baseline, flows[-1].started = early[flow.name]
             if len(leased) > cores:
                 self._notice(
                     f"{len(leased)} flows copy in leases, each holding a core, but Spark has "
@@ -172,6 +178,8 @@ class Runner:
                 # After copying: checkpoints (and group sync) as of now, then exit.
                 self._retrying(plane.run_once)
         finally:
+            for head in head_starts:
+                head.stop()
             if watch is not None:
                 watch.stop()
             if control is not None:
@@ -184,6 +192,31 @@ class Runner:
             if archive is not None and archive.pending is not None:
                 archive.finish(spark)  # the next run's JVM starts faster
         return [f.progress for f in flows]
+
+    def _head_start(self, run_id: str) -> dict[str, tuple[HeadStart, dict[str, Any], float]]:
+        """Leased flows copied by the driver while Spark starts (engine/head_start.py), by
+        name, with their counters and the time from before it copied anything."""
+        if self.once or not self._local_master():
+            return {}
+        early: dict[str, tuple[HeadStart, dict[str, Any], float]] = {}
+        for flow in self.config.enabled_flows:
+            if not (flow.leased and flow.head_start_enabled):
+                continue
+            spec = FlowSpec.of(self.config, flow, bins=1, leased=True, run_id=run_id)
+            state = FlowState(spec.state_dir)
+            state.stop_marker.unlink(missing_ok=True)  # left by an earlier run
+            baseline, started = state.stats(), time.monotonic()
+            early[flow.name] = (
+                HeadStart(spec, lambda: self._stopping, self._notice).start(),
+                baseline,
+                started,
+            )
+        return early
+
+    def _local_master(self) -> bool:
+        if self._spark is not None:
+            return str(self._spark.sparkContext.master).startswith("local")
+        return spark_master(self.config).startswith("local")
 
     def _serve_metrics(self, flows: list[_Flow]) -> MetricsServer | None:
         if self._metrics_port is None:
@@ -310,7 +343,7 @@ class Runner:
         else:
             writer = writer.trigger(processingTime=f"{f.flow.trigger_interval_ms} milliseconds")
         f.state.stop_marker.unlink(missing_ok=True)
-        if not f.baseline:
+        if f.baseline is None:
             f.baseline = f.state.stats()
             f.started = time.monotonic()
         f.query = writer.start()
@@ -416,12 +449,13 @@ class Runner:
         now = time.monotonic()
         for f in flows:
             stats = f.state.stats()
+            base = f.baseline or {}
             p = f.progress
-            p.records = stats.get("records", 0) - f.baseline.get("records", 0)
+            p.records = stats.get("records", 0) - base.get("records", 0)
             p.copier = stats.get("copier", p.copier)
-            p.bytes = stats.get("bytes", 0) - f.baseline.get("bytes", 0)
-            p.skipped = stats.get("skipped", 0) - f.baseline.get("skipped", 0)
-            expired = stats.get("expired", 0) - f.baseline.get("expired", 0)
+            p.bytes = stats.get("bytes", 0) - base.get("bytes", 0)
+            p.skipped = stats.get("skipped", 0) - base.get("skipped", 0)
+            expired = stats.get("expired", 0) - base.get("expired", 0)
             if expired > p.expired:
                 self._notice(
                     f"flow {f.flow.name}: {expired - p.expired} record(s) were deleted by "

@@ -20,6 +20,7 @@ from ferry.kafka import clients
 __all__ = [
     "abandon",
     "abandoned",
+    "close_mentioning",
     "consumer_for",
     "evict",
     "evict_native",
@@ -159,3 +160,20 @@ def _drop(producer: Any) -> None:
         producer.purge()
     with contextlib.suppress(KafkaException):
         producer.close()
+
+
+def close_mentioning(text: str) -> None:
+    """Close the cached clients whose settings mention `text` (say, a `client.id`): the
+    clients of a copy that is over in a process that goes on (the driver after its head
+    start). Copies still unacknowledged are dropped, so call it only after the copy loop
+    waited for its acknowledgements."""
+    with _transactional_lock:
+        transactional = [_transactional.pop(k) for k in list(_transactional) if text in k]
+    for producer in transactional:
+        _drop(producer)
+    for key in [k for k in _native if text in k]:
+        _native.pop(key).close()
+    for key in [k for k in _consumers if text in k]:
+        _consumers.pop(key).close()
+    for key in [k for k in _producers if text in k]:
+        _producers.pop(key)[0].flush(0)

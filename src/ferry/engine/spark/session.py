@@ -15,12 +15,19 @@ from typing import Any
 
 from ferry.config.model import FerryConfig
 
-__all__ = ["DRIVER_JVM_OPTIONS", "spark_session", "start_spark"]
+__all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
 
 # The driver JVM only plans and schedules (the records move in the Python workers), so its
 # CPU goes to starting up: class loading and JIT compilation. The C1 compiler alone and the
 # serial collector halve that (about 44 to 22 CPU seconds per `ferry run` on 2 cores).
 DRIVER_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# All cores; a failed task is tried up to 4 times (a lease resumes where it committed).
+DEFAULT_MASTER = "local[*,4]"
+
+
+def spark_master(config: FerryConfig) -> str:
+    """The master `ferry run` uses: the config's `spark.master`, else DEFAULT_MASTER."""
+    return config.spark.get("spark.master", DEFAULT_MASTER)
 
 
 def spark_session(config: FerryConfig) -> Any:
@@ -34,8 +41,7 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     from pyspark.sql import SparkSession
 
     settings = {
-        # all cores; a failed task is tried up to 4 times (a lease resumes where it committed)
-        "spark.master": "local[*,4]",
+        "spark.master": DEFAULT_MASTER,
         "spark.app.name": "ferry",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",

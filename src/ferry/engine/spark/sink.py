@@ -95,8 +95,11 @@ class BinReport(WriterCommitMessage):
 
 
 class MirrorSink(DataSourceStreamWriter):
-    def __init__(self, spec: FlowSpec) -> None:
+    def __init__(self, spec: FlowSpec, until: Callable[[], bool] | None = None) -> None:
+        """`until`: the driver's head start (engine/head_start.py) copies with a sink of its
+        own, whose lease also ends when this says so; Spark's sinks have none."""
         self.spec = spec
+        self._until = until
 
     def write(self, iterator: Iterator[Any]) -> BinReport:
         began_at = time.time()
@@ -181,7 +184,14 @@ class MirrorSink(DataSourceStreamWriter):
         state = FlowState(self.spec.state_dir)
 
         def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
+            if self._until is not None:  # the head start: until a task takes over
+                return self._until() or state.stop_marker.exists()
             return state.stop_marker.exists() or state.replan_marker.exists()
+
+        if self._until is None:  # a Spark task: the driver's head start stops first
+            from ferry.engine.head_start import take_over
+
+            take_over(state)
 
         terms = LeaseTerms(
             flow.lease_seconds,

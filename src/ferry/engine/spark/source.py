@@ -42,12 +42,13 @@ from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
 
-__all__ = ["RANGE_SCHEMA", "MirrorDataSource"]
+__all__ = ["RANGE_FIELDS", "RANGE_SCHEMA", "MirrorDataSource", "Planner"]
 
 RANGE_SCHEMA = (
     "topic string, partition int, start long, end long, remote_topic string, "
     "max_message_bytes long, source_cluster_id string, target_cluster_id string, log_end long"
 )
+RANGE_FIELDS = tuple(column.split()[0] for column in RANGE_SCHEMA.split(", "))
 Offsets = dict[str, dict[str, int]]
 
 
@@ -283,6 +284,14 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if rows:
                 partitions.append(BinPartition(len(partitions), rows))
         return partitions
+
+    def whole_flow(self) -> list[tuple[Any, ...]]:
+        """Every partition of the flow from its position on, as rows of RANGE_SCHEMA: one
+        lease's plan without Spark (the driver's head start, engine/head_start.py)."""
+        self._refresh(force=True)
+        self._log_ends = self._end_offsets("latest")
+        topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
+        return [row for part in self._lease_partitions({"topics": topics}) for row in part.rows]
 
     def _lease_weights(self) -> dict[TP, int]:
         """What each partition will likely carry in a lease: what it carried in the last one,

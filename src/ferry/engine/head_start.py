@@ -1,0 +1,137 @@
+"""The head start: while Spark starts, the driver copies.
+
+Starting Spark takes seconds: its JVM, then a Python process for each planning step, then
+the task workers. Records arriving meanwhile wait, so every start or restart of `ferry run`
+would add those seconds to the recovery point. In a continuous run on a local master the
+driver therefore copies each leased flow itself as soon as both clusters answer, with the
+code a leased task runs (every partition in one bin, the same slices, positions committed
+on the target the same way), until the first leased task starts.
+
+The handover copies nothing twice and skips nothing: a starting task (`take_over`) asks the
+head start to stop (`FlowState.handover_marker`) and waits until it has committed its last
+slice and stopped (its `head_start_marker` gone), then resumes from the position on the
+target, as any lease does. In exactly-once mode the task also starts its producers afresh,
+which fences the head start's if it were somehow still writing.
+
+Only with a local master: the handover goes through the driver's state directory, which a
+cluster's executors cannot see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+from ferry.config.model import ClusterConfig
+from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_state import FlowState
+
+__all__ = ["HANDOVER_TIMEOUT_SECONDS", "HeadStart", "take_over"]
+
+# How long a starting task waits for the head start to stop. It stops within a slice
+# (ferry.commit.interval.ms) plus the wait for its last acknowledgements; past this the task
+# goes on anyway (at-least-once, the head start's last slice may then be copied twice).
+HANDOVER_TIMEOUT_SECONDS = 60.0
+
+
+class HeadStart:
+    """The driver copying one leased flow until its first leased task takes over."""
+
+    def __init__(
+        self,
+        spec: FlowSpec,
+        stopping: Callable[[], bool],
+        notice: Callable[[str], None],
+    ) -> None:
+        # Clients of their own, named so on the brokers, and closed when the head start ends
+        # (the driver's other clients stay).
+        self.client_id = f"ferry-head-start-{spec.flow.source}-to-{spec.flow.target}"
+        self.spec = spec.model_copy(
+            update={
+                "source": _named(spec.source, self.client_id),
+                "target": _named(spec.target, self.client_id),
+            }
+        )
+        self.state = FlowState(spec.state_dir)
+        self._stopping = stopping
+        self._notice = notice
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"ferry head start {spec.flow.name}", daemon=True
+        )
+
+    def start(self) -> HeadStart:
+        self.state.directory.mkdir(parents=True, exist_ok=True)
+        self.state.handover_marker.unlink(missing_ok=True)
+        self.state.head_start_marker.write_text(str(os.getpid()))
+        self._thread.start()
+        return self
+
+    def over(self) -> bool:
+        """A task asked to take over, ferry run is stopping, or `stop` was called."""
+        return self._stop.is_set() or self._stopping() or self.state.handover_marker.exists()
+
+    def stop(self, timeout: float = HANDOVER_TIMEOUT_SECONDS) -> None:
+        """End the head start after its current slice; returns once it committed and stopped."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        from pyspark.sql import Row
+
+        from ferry.engine.copy import worker_clients
+        from ferry.engine.spark.sink import MirrorSink
+        from ferry.engine.spark.source import RANGE_FIELDS, Planner
+
+        try:
+            rows = Planner(self.spec).whole_flow()
+            if rows and not self.over():
+                sink = MirrorSink(self.spec, until=self.over)
+                sink.write(iter([Row(**dict(zip(RANGE_FIELDS, row, strict=True))) for row in rows]))
+        except Exception as exc:  # the first lease copies instead, and says what is wrong
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._notice(
+                f"flow {self.spec.flow.name}: copying before Spark started stopped ({reason}); "
+                "the first lease takes over"
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                worker_clients.close_mentioning(self.client_id)
+            self.state.head_start_marker.unlink(missing_ok=True)
+
+
+def _named(cluster: ClusterConfig, client_id: str) -> ClusterConfig:
+    roles = ("consumer", "producer", "admin")
+    return cluster.model_copy(
+        update={role: {**getattr(cluster, role), "client.id": client_id} for role in roles}
+    )
+
+
+def take_over(
+    state: FlowState, timeout: float = HANDOVER_TIMEOUT_SECONDS, poll_seconds: float = 0.02
+) -> None:
+    """A leased task starting: stop the driver's head start, if one runs, and wait for it."""
+    owner = _owner(state)
+    if owner is None:
+        return
+    with contextlib.suppress(OSError):
+        state.handover_marker.touch()
+    deadline = time.monotonic() + timeout
+    while (
+        state.head_start_marker.exists()
+        and psutil.pid_exists(owner)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(poll_seconds)
+
+
+def _owner(state: FlowState) -> int | None:
+    try:
+        return int(state.head_start_marker.read_text().strip())
+    except (OSError, ValueError):
+        return None
