@@ -27,16 +27,18 @@ from collections.abc import Callable
 
 import psutil
 
-from ferry.config.model import ClusterConfig
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 
-__all__ = ["HANDOVER_TIMEOUT_SECONDS", "HeadStart", "take_over"]
+__all__ = ["HANDOVER_TIMEOUT_SECONDS", "HeadStart", "head_start_spec", "take_over"]
 
 # How long a starting task waits for the head start to stop. It stops within a slice
 # (ferry.commit.interval.ms) plus the wait for its last acknowledgements; past this the task
 # goes on anyway (at-least-once, the head start's last slice may then be copied twice).
 HANDOVER_TIMEOUT_SECONDS = 60.0
+# The longest head start: Spark has long taken over by then (if not, it copies without one).
+HEAD_START_SECONDS = 600
 
 
 class HeadStart:
@@ -103,6 +105,13 @@ class HeadStart:
             with contextlib.suppress(Exception):
                 worker_clients.close_mentioning(self.client_id)
             self.state.head_start_marker.unlink(missing_ok=True)
+
+
+def head_start_spec(config: FerryConfig, flow: FlowConfig, run_id: str) -> FlowSpec:
+    """A flow's head start is one lease (whatever the flow's own mode: a `--once` run or
+    micro-batches resume from the target's position too) of every partition in one bin."""
+    leased = flow.model_copy(update={"lease_seconds": HEAD_START_SECONDS})
+    return FlowSpec.of(config, leased, bins=1, leased=True, run_id=run_id)
 
 
 def _named(cluster: ClusterConfig, client_id: str) -> ClusterConfig:

@@ -21,7 +21,7 @@ from typing import Any
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
-from ferry.engine.head_start import HeadStart
+from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.session import spark_master, start_spark
@@ -180,6 +180,8 @@ class Runner:
         finally:
             for head in head_starts:
                 head.stop()
+            if head_starts and flows:
+                self._update_progress(flows)  # what a head start copied after the last look
             if watch is not None:
                 watch.stop()
             if control is not None:
@@ -194,15 +196,15 @@ class Runner:
         return [f.progress for f in flows]
 
     def _head_start(self, run_id: str) -> dict[str, tuple[HeadStart, dict[str, Any], float]]:
-        """Leased flows copied by the driver while Spark starts (engine/head_start.py), by
-        name, with their counters and the time from before it copied anything."""
-        if self.once or not self._local_master():
+        """Flows copied by the driver while Spark starts (engine/head_start.py), by name, with
+        their counters and the time from before it copied anything."""
+        if not self._local_master():
             return {}
         early: dict[str, tuple[HeadStart, dict[str, Any], float]] = {}
         for flow in self.config.enabled_flows:
-            if not (flow.leased and flow.head_start_enabled):
+            if not flow.head_start_enabled:
                 continue
-            spec = FlowSpec.of(self.config, flow, bins=1, leased=True, run_id=run_id)
+            spec = head_start_spec(self.config, flow, run_id)
             state = FlowState(spec.state_dir)
             state.stop_marker.unlink(missing_ok=True)  # left by an earlier run
             baseline, started = state.stats(), time.monotonic()

@@ -114,6 +114,10 @@ class MirrorSink(DataSourceStreamWriter):
         rows = list(iterator)
         if not rows:
             return BinReport([], 0.0)
+        if self._until is None:  # a Spark task: the driver's head start stops first
+            from ferry.engine.head_start import take_over
+
+            take_over(FlowState(self.spec.state_dir))
         first = rows[0]
         ctx = CopyContext(
             source_alias=self.spec.source.alias,
@@ -187,11 +191,6 @@ class MirrorSink(DataSourceStreamWriter):
             if self._until is not None:  # the head start: until a task takes over
                 return self._until() or state.stop_marker.exists()
             return state.stop_marker.exists() or state.replan_marker.exists()
-
-        if self._until is None:  # a Spark task: the driver's head start stops first
-            from ferry.engine.head_start import take_over
-
-            take_over(state)
 
         terms = LeaseTerms(
             flow.lease_seconds,
