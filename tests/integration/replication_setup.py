@@ -35,6 +35,10 @@ def write_config(
         # Off unless a test turns them on: every flow copies `heartbeats` whatever its
         # topics, and counts of copied records would include the beats of earlier tests.
         "emit.heartbeats.enabled": "false",
+        # Off unless a test turns it on: beside the session's running Spark, the driver's
+        # head start would copy most of a test's records itself, and Spark's tasks would not
+        # be tested (test_leases tests the head start).
+        "ferry.head.start.enabled": "false",
         "ferry.state.dir": directory / "state",
         **settings,
     }

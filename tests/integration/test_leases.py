@@ -34,6 +34,7 @@ from tests.integration.kafka_helpers import (
 from tests.integration.replication_setup import run_beside, run_once, write_config
 
 COMMIT_MS = 200
+HEAD_START = {"ferry.head.start.enabled": "true"}  # write_config turns it off
 
 
 def _config(tmp_path: Path, clusters: dict[str, BrokerProcess], topics: str, **more: Any) -> Path:
@@ -306,7 +307,7 @@ def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exa
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)
     eos = {"exactly.once.source.support": "enabled"} if mode == "exactly-once" else {}
-    config = _config(tmp_path, kafka_clusters, topic_name, **eos)
+    config = _config(tmp_path, kafka_clusters, topic_name, **HEAD_START, **eos)
     remote = f"A.{topic_name}"
     state = FlowState(tmp_path / "state" / "A-to-B")
     first_lease = state.lease_checkpoint / "offsets" / "0"
@@ -336,3 +337,27 @@ def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exa
     copies = _copies_per_origin(b, remote, 2)
     assert len(copies) == producer.sent, "nothing lost at the handover"
     assert set(copies.values()) == {1}, "nothing copied twice at the handover"
+
+
+def test_a_once_run_starts_with_the_head_start_and_its_batches_resume_after_it(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    produce(a, topic_name, [Rec(i % 2, None, f"{i}".encode(), (), 0) for i in range(3000)])
+    config = _config(tmp_path, kafka_clusters, topic_name, **HEAD_START)
+    remote = f"A.{topic_name}"
+    with SteadyProducer(a, topic_name, 2) as producer:
+        wait_for(lambda: producer.sent > 200, 30, "traffic")
+        progress = run_once(config, spark)["A->B"]
+    assert progress.copier == "native", "the head start's copy loop is reported"
+    copies = _copies_per_origin(b, remote, 2)
+    assert len(copies) == progress.records, "the summary counts the head start's copies"
+    assert len(copies) >= 3200, "everything there at start"
+    assert set(copies.values()) == {1}, "the batch resumed where the head start committed"
+    # The head start wrote offset runs too: translation knows every copy.
+    group = f"app-{topic_name}"
+    app = Consumer({"bootstrap.servers": a, "group.id": group})
+    app.commit(offsets=[TopicPartition(topic_name, 0, 1500)], asynchronous=False)
+    app.close()
+    assert translate_offsets(group, "A", a, b) == {(remote, 0): 1500}

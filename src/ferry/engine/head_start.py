@@ -62,6 +62,7 @@ class HeadStart:
         self.state = FlowState(spec.state_dir)
         self._stopping = stopping
         self._notice = notice
+        self.copier = ""  # the copy loop it ran (native, python), once it ended
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"ferry head start {spec.flow.name}", daemon=True
@@ -94,7 +95,10 @@ class HeadStart:
             rows = Planner(self.spec).whole_flow()
             if rows and not self.over():
                 sink = MirrorSink(self.spec, until=self.over)
-                sink.write(iter([Row(**dict(zip(RANGE_FIELDS, row, strict=True))) for row in rows]))
+                report = sink.write(
+                    iter([Row(**dict(zip(RANGE_FIELDS, row, strict=True))) for row in rows])
+                )
+                self.copier = report.copier
         except Exception as exc:  # the first lease copies instead, and says what is wrong
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._notice(

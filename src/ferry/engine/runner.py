@@ -67,6 +67,7 @@ class _Flow:
     query: Any = None
     started: float = 0.0
     baseline: dict[str, Any] | None = None  # the counters when this run began copying
+    head: HeadStart | None = None  # the driver's copy while Spark started
     progress: FlowProgress = field(init=False)
     backoff: Backoff = field(default_factory=Backoff)
     retry_at: float | None = None
@@ -157,7 +158,7 @@ class Runner:
                 )
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
                 if flow.name in early:  # counted from before the head start copied
-                    _head, flows[-1].baseline, flows[-1].started = early[flow.name]
+                    flows[-1].head, flows[-1].baseline, flows[-1].started = early[flow.name]
             if len(leased) > cores:
                 self._notice(
                     f"{len(leased)} flows copy in leases, each holding a core, but Spark has "
@@ -454,7 +455,7 @@ class Runner:
             base = f.baseline or {}
             p = f.progress
             p.records = stats.get("records", 0) - base.get("records", 0)
-            p.copier = stats.get("copier", p.copier)
+            p.copier = stats.get("copier", p.copier) or (f.head.copier if f.head else "")
             p.bytes = stats.get("bytes", 0) - base.get("bytes", 0)
             p.skipped = stats.get("skipped", 0) - base.get("skipped", 0)
             expired = stats.get("expired", 0) - base.get("expired", 0)
