@@ -47,9 +47,11 @@ demo: setup
 # BENCH_SWEEP_WARMUP, BENCH_SWEEP_SETTLE, BENCH_SWEEP=0 change that; or pass flags:
 # .venv/bin/python -m bench.compare --help). MM2 and the perf tools come from Maven Central
 # with the brokers (`make setup`). Writes bench/results/latest.{json,md} and sweep.png.
-# Not part of `make test`.
+# Then start-up: process start to the first copied record, ferry (with and without its head
+# start) against MM2, 5 rounds (bench/results/startup.{json,md}). Not part of `make test`.
 bench: setup
 	$(BIN)/python -m bench.compare
+	$(BIN)/python -m bench.startup
 
 # The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
 # minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.

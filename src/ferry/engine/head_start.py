@@ -42,7 +42,7 @@ HEAD_START_SECONDS = 600
 
 
 class HeadStart:
-    """The driver copying one leased flow until its first leased task takes over."""
+    """The driver copying one flow until Spark's first task of it takes over."""
 
     def __init__(
         self,
@@ -99,11 +99,11 @@ class HeadStart:
                     iter([Row(**dict(zip(RANGE_FIELDS, row, strict=True))) for row in rows])
                 )
                 self.copier = report.copier
-        except Exception as exc:  # the first lease copies instead, and says what is wrong
+        except Exception as exc:  # Spark's tasks copy instead, and say what is wrong
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._notice(
                 f"flow {self.spec.flow.name}: copying before Spark started stopped ({reason}); "
-                "the first lease takes over"
+                "Spark's tasks take over"
             )
         finally:
             with contextlib.suppress(Exception):
@@ -128,7 +128,7 @@ def _named(cluster: ClusterConfig, client_id: str) -> ClusterConfig:
 def take_over(
     state: FlowState, timeout: float = HANDOVER_TIMEOUT_SECONDS, poll_seconds: float = 0.02
 ) -> None:
-    """A leased task starting: stop the driver's head start, if one runs, and wait for it."""
+    """A task of the sink starting: stop the driver's head start, if one runs, and wait."""
     owner = _owner(state)
     if owner is None:
         return

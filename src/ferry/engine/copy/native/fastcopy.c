@@ -511,6 +511,32 @@ static void unassign_finished(Copier *self, rd_kafka_topic_partition_list_t *fin
 }
 
 /* The copy itself, without the GIL. Returns 0 when every copy was acknowledged. */
+/* After the copy: the first refused copy fails the job; otherwise every range's last run is
+ * closed. `all_acked`: every copy must have been reported (the flush returned). Returns 1 on
+ * failure (the job's error set), else 0. */
+static int report_ranges(Job *job, int all_acked) {
+    for (size_t i = 0; i < job->n; i++) {
+        Range *r = &job->ranges[i];
+        if (r->failed) {
+            set_error(job, "delivery", (long)i, r->remote_topic, r->partition,
+                      r->failed_upstream, r->failed_code, r->failed_reason);
+            job->error_fatal = r->failed_fatal;
+            job->error_extra = r->failed;
+            return 1;
+        }
+        if (all_acked && r->delivered != r->produced) {
+            /* Cannot happen if librdkafka reports every message; if it did, the runs would
+             * be incomplete: fail the batch rather than commit a guess. */
+            set_error(job, "unaccounted", (long)i, r->remote_topic, r->partition, r->start,
+                      RD_KAFKA_RESP_ERR__FAIL, "");
+            job->error_extra = r->produced - r->delivered;
+            return 1;
+        }
+        run_close(r);
+    }
+    return 0;
+}
+
 static int run_copy(Copier *self, Job *job) {
     rd_kafka_message_t **msgs = malloc(sizeof(*msgs) * CONSUME_BATCH);
     rd_kafka_topic_partition_list_t *assignment = rd_kafka_topic_partition_list_new((int)job->n);
@@ -570,18 +596,7 @@ static int run_copy(Copier *self, Job *job) {
         /* A lease's slice that does not wait: copies still in flight carry over to the next
          * slice (it serves their reports); what is reported now is what was acknowledged. */
         rd_kafka_poll(self->producer, 0);
-        for (size_t i = 0; i < job->n; i++) {
-            Range *r = &job->ranges[i];
-            if (r->failed) {
-                set_error(job, "delivery", (long)i, r->remote_topic, r->partition,
-                          r->failed_upstream, r->failed_code, r->failed_reason);
-                job->error_fatal = r->failed_fatal;
-                job->error_extra = r->failed;
-                failed = 1;
-                break;
-            }
-            run_close(r);
-        }
+        failed = report_ranges(job, 0);
         goto done;
     }
     if (failed) {
@@ -594,27 +609,7 @@ static int run_copy(Copier *self, Job *job) {
      * itself after message.timeout.ms. */
     while (rd_kafka_flush(self->producer, 1000) == RD_KAFKA_RESP_ERR__TIMED_OUT) {
     }
-    for (size_t i = 0; i < job->n; i++) {
-        Range *r = &job->ranges[i];
-        if (r->failed) {
-            set_error(job, "delivery", (long)i, r->remote_topic, r->partition,
-                      r->failed_upstream, r->failed_code, r->failed_reason);
-            job->error_fatal = r->failed_fatal;
-            job->error_extra = r->failed;
-            failed = 1;
-            break;
-        }
-        if (r->delivered != r->produced) {
-            /* Cannot happen if librdkafka reports every message; if it did, the runs would
-             * be incomplete: fail the batch rather than commit a guess. */
-            set_error(job, "unaccounted", (long)i, r->remote_topic, r->partition, r->start,
-                      RD_KAFKA_RESP_ERR__FAIL, "");
-            job->error_extra = r->produced - r->delivered;
-            failed = 1;
-            break;
-        }
-        run_close(r);
-    }
+    failed = report_ranges(job, 1);
 done:
     /* A lease's slice keeps the assignment (and what was fetched) for the next slice. */
     if (failed || !job->deadline_ms) rd_kafka_assign(self->consumer, NULL);
