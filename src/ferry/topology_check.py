@@ -85,6 +85,7 @@ class Finding:
     cluster: str | None = None  # where it goes wrong (or the unused cluster)
     remote_topic: str | None = None  # the topic there
     flow: str | None = None  # the idle flow
+    routes: tuple[Route, ...] = ()  # the two paths an error names
 
     @property
     def is_error(self) -> bool:
@@ -187,6 +188,7 @@ def _findings(
                     topic=topic,
                     cluster=at,
                     remote_topic=name,
+                    routes=(into, lap),
                 )
             )
             continue
@@ -204,6 +206,7 @@ def _findings(
                 topic=topic,
                 cluster=at,
                 remote_topic=name,
+                routes=(earlier, route),
             )
         )
     return found
