@@ -32,7 +32,7 @@ twice. The prefix policy never has one: distinct paths write distinct prefixes.
 Topic names: `check_topics` follows the real names (each topic of each cluster as a possible
 origin), which is what a running ferry knows. At load no names are known, so `check_config`
 follows example names built from every enabled flow's `topics` patterns ('orders-.*' gives
-`orders-` and `orders-topic`); an error names the example. Warnings: a cluster that no enabled
+`orders-` and `orders-any-topic`); an error names the example. Warnings: a cluster that no enabled
 flow reads or writes, and an enabled flow that copies none of those example names (its
 `topics.exclude`, the internal-topic rule or the cycle rule refuse every one of them).
 """
@@ -291,6 +291,7 @@ def _quoted(patterns: tuple[str, ...]) -> str:
 
 _sre: Any = importlib.import_module("re._parser")
 _MAXREPEAT: Any = importlib.import_module("re._constants").MAXREPEAT
+_ANY_NAME = "any-topic"
 _CATEGORY_CHAR = {"CATEGORY_DIGIT": "0", "CATEGORY_WORD": "a", "CATEGORY_NOT_SPACE": "a"}
 
 
@@ -342,8 +343,8 @@ def _piece(op: str, arg: Any, variant: int) -> str | None:
     if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
         low, high, sub = arg
         sub = list(sub)
-        if [str(o) for o, _ in sub] == ["ANY"] and variant and high >= 5:
-            return "topic" if low <= 5 else "t" * low
+        if [str(o) for o, _ in sub] == ["ANY"] and variant and low <= len(_ANY_NAME) <= high:
+            return _ANY_NAME  # reads as a name in a message: "C's topic any-topic ..."
         count = low if variant == 0 or (high != _MAXREPEAT and low >= high) else low + 1
         one = _example(sub, variant)
         return None if one is None else one * count

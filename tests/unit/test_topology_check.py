@@ -100,6 +100,15 @@ def test_data_entering_an_identity_cycle_from_outside_would_loop_forever() -> No
     ]
 
 
+def test_a_cluster_feeding_identity_active_active_is_refused() -> None:
+    cfg = config(flow("A->B"), flow("B->A"), flow("C->A"), clusters=("A", "B", "C"))
+    errors = check_config(cfg).errors
+    assert [(e.kind, e.origin, e.cluster) for e in errors] == [("unsafe-cycle", "C", "A")]
+    assert "C->A brings it into A's topic any-topic, and A->B->A copies it back" in (
+        errors[0].message
+    )
+
+
 def test_a_prefix_cycle_fed_from_outside_is_safe_the_names_stop_it() -> None:
     cfg = config(
         flow("A->B", PREFIX), flow("B->C", PREFIX), flow("C->B", PREFIX), clusters=("A", "B", "C")
@@ -161,8 +170,8 @@ def test_a_flow_that_copies_something_is_not_idle() -> None:
 
 def test_example_names_match_their_pattern_whole() -> None:
     assert example_topics("orders") == ["orders"]
-    assert example_topics(".*") == ["topic"]
-    assert example_topics("orders-.*") == ["orders-", "orders-topic"]
+    assert example_topics(".*") == ["any-topic"]
+    assert example_topics("orders-.*") == ["orders-", "orders-any-topic"]
     assert example_topics("a|bc") == ["a", "bc"]
     assert example_topics("(?!x).*") == []
 
