@@ -270,11 +270,11 @@ def check_config(config: FerryConfig) -> TopologyReport:
             f"flow {flow.name} copies nothing: none of the names its topics "
             f"{_quoted(flow.topics)} admit gets past topics.exclude "
             f"{_quoted(flow.topics_exclude)}, the internal-topic rule and the cycle rule "
-            f"(checked on example names: {', '.join(_flow_examples(flow)) or 'none'})",
+            f"(checked on example names: {', '.join(_flow_examples(flow))})",
             flow=flow.name,
         )
         for flow in config.enabled_flows
-        if not any(_accepts(flow, name) for name in _flow_examples(flow))
+        if _flow_examples(flow) and not any(_accepts(flow, n) for n in _flow_examples(flow))
     ]
     return TopologyReport(tuple(errors), tuple(idle + _unused_clusters(config)))
 

@@ -117,6 +117,25 @@ def test_a_prefix_cycle_fed_from_outside_is_safe_the_names_stop_it() -> None:
     assert check_config(cfg).ok
 
 
+def test_rename_cycles_fed_from_outside_are_safe_with_or_without_the_source_in_the_name() -> None:
+    for rename in ("${source}-${topic}", "${topic}.copy"):
+        policy = PolicySpec(kind="rename", rename_format=rename)
+        cfg = config(
+            flow("A->B", policy),
+            flow("B->C", policy),
+            flow("C->B", policy),
+            clusters=("A", "B", "C"),
+        )
+        assert check_topics(cfg, {"A": ["orders"], "B": ["orders"], "C": ["orders"]}).ok, rename
+        assert check_config(cfg).ok, rename
+
+
+def test_a_pattern_with_no_example_name_gives_no_warning() -> None:
+    report = check_config(config(flow("A->B", topics=("(?!x).*",)), clusters=("A", "B")))
+    assert report.ok
+    assert report.warnings == ()
+
+
 def test_mixed_policies_are_followed_by_name() -> None:
     # B->C prefixes, C->B keeps names: B.A.orders comes back into B and grows a prefix a lap.
     cfg = config(
