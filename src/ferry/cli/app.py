@@ -109,6 +109,7 @@ def validate(config: ConfigOption) -> None:
             )
         )
     _print_notes(cfg)
+    _check_topology(cfg, config, "valid")
     out.print(f"{config}: valid")
     out.print(
         f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"
@@ -121,6 +122,23 @@ def validate(config: ConfigOption) -> None:
             f"exactly-once {'on' if flow.exactly_once else 'off'}"
         )
     out.print(f"  state dir: {cfg.state_dir}")
+
+
+def _check_topology(cfg: Any, config: Path, command: str) -> Any:
+    """Print the graph's warnings and errors; exit 1 if it has errors (see topology_check)."""
+    from ferry.cli.topology_view import print_findings
+    from ferry.topology_check import check_config
+
+    report = check_config(cfg)
+    print_findings(err, report, config)
+    if not report.ok:
+        err.print(
+            f"{config}: not {command}: {len(report.errors)} route(s) above would copy records "
+            f"twice or forever; change the flows' topics, topics.exclude or policy "
+            f"(ferry topology -c {config} shows the graph)"
+        )
+        raise typer.Exit(1)
+    return report
 
 
 def _print_notes(cfg: Any) -> None:
@@ -153,6 +171,7 @@ def run(
 
     cfg = load_config(config)
     _print_notes(cfg)
+    _check_topology(cfg, config, "started")
     for flow in cfg.enabled_flows:
         err.print(
             f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
@@ -184,6 +203,31 @@ def run(
         )
     else:
         out.print(summary_table(flows))
+
+
+@app.command()
+def topology(
+    config: ConfigOption,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also draw the graph into this PNG file")
+    ] = None,
+) -> None:
+    """Print the replication graph (clusters, flows, policies, topics) with its warnings and
+    errors; exits 1 if a route would copy records twice or forever."""
+    from ferry.cli.topology_view import draw_png, print_findings, print_graph
+    from ferry.config import load_config
+    from ferry.topology_check import check_config
+
+    cfg = load_config(config)
+    report = check_config(cfg)
+    print_graph(out, cfg)
+    print_findings(err, report, config)
+    if png is not None:
+        draw_png(cfg, report, png)
+        out.print(f"drawn: {png}")
+    out.print(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)")
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 GroupOption = Annotated[str, typer.Option("--group", "-g", help="Consumer group id")]
