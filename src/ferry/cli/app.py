@@ -87,11 +87,15 @@ def local_down(
 
 @local_app.command("provision")
 def local_provision() -> None:
-    """Fetch the pinned Apache Kafka jars from Maven Central into the cache (once)."""
+    """Fetch the pinned Apache Kafka jars and Spark's Kafka connector from Maven Central into
+    the cache (once)."""
     from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
+    from ferry.local.spark_kafka import SPARK_KAFKA_VERSION, ensure_spark_kafka
 
     home = ensure_kafka(quiet=False)
     out.print(f"Apache Kafka {KAFKA_VERSION}: {home}")
+    connector = ensure_spark_kafka(quiet=False)
+    out.print(f"Spark's Kafka connector {SPARK_KAFKA_VERSION}: {connector}")
 
 
 @app.command()

@@ -1,0 +1,113 @@
+"""Spark's Kafka connector (`spark-sql-kafka-0-10`), fetched once from Maven Central.
+
+`ferry audit` reads both clusters with it. pyspark ships Spark's jars but not this connector,
+so `ferry local provision` (run by `make setup`) copies it and the jars it needs beyond
+pyspark's own into a per-user cache; `ferry audit` then needs no network.
+
+The connector must match pyspark's Scala version exactly (read from pyspark's
+`scala-library` jar) and its Spark major version. Maven Central's newest connector is 4.2.0
+while pyspark is 4.3.0, so the version is pinned here and a connector of the same major is
+accepted; the audit's integration test is what shows the pair works.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from ferry.errors import LocalClusterError
+
+__all__ = ["SPARK_KAFKA_VERSION", "ensure_spark_kafka", "scala_binary_version", "spark_kafka_jars"]
+
+SPARK_KAFKA_VERSION = "4.2.0"
+# Only these: the rest of the connector's dependencies (Scala, Hadoop, compression codecs) are
+# in pyspark's jars already, and a second, older copy on the classpath would shadow them.
+_ARTIFACTS = (
+    "spark-sql-kafka-0-10_{scala}",
+    "spark-token-provider-kafka-0-10_{scala}",
+    "kafka-clients",
+    "commons-pool2",
+)
+_COMPLETE_MARK = ".complete"
+
+
+def scala_binary_version() -> str:
+    """pyspark's Scala binary version (`2.13`), from the scala-library jar it ships."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for name in sorted(os.listdir(jars)) if jars.is_dir() else ():
+        match = re.fullmatch(r"scala-library-(\d+)\.(\d+)\.\d+\.jar", name)
+        if match:
+            return f"{match[1]}.{match[2]}"
+    raise LocalClusterError(f"no scala-library jar in {jars}: is pyspark installed completely?")
+
+
+def _home() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "ferry" / f"spark-sql-kafka-{SPARK_KAFKA_VERSION}_{scala_binary_version()}"
+
+
+def spark_kafka_jars() -> list[Path]:
+    """The connector's jars, provisioning them first if needed."""
+    libs = ensure_spark_kafka() / "libs"
+    return sorted(libs.glob("*.jar"))
+
+
+def ensure_spark_kafka(*, quiet: bool = True) -> Path:
+    """Fetch the connector once; later calls only check the completion mark."""
+    import pyspark
+
+    home = _home()
+    if (home / _COMPLETE_MARK).exists():
+        return home
+    if pyspark.__version__.split(".")[0] != SPARK_KAFKA_VERSION.split(".")[0]:
+        raise LocalClusterError(
+            f"Spark's Kafka connector {SPARK_KAFKA_VERSION} does not fit pyspark "
+            f"{pyspark.__version__} (another major version); set SPARK_KAFKA_VERSION in "
+            "ferry.local.spark_kafka to a connector of pyspark's version"
+        )
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise LocalClusterError(
+            "Maven (mvn) is not on PATH; it is needed once to fetch Spark's Kafka connector "
+            f"{SPARK_KAFKA_VERSION} from Maven Central. Install it (apt-get install maven) "
+            "and rerun."
+        )
+    scala = scala_binary_version()
+    home.mkdir(parents=True, exist_ok=True)
+    # Copy into a temporary folder and rename: an interrupted download is never taken as whole.
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    pom = resources.files("ferry.local").joinpath("spark-kafka.pom.xml")
+    with resources.as_file(pom) as pom_path:
+        command = [
+            mvn,
+            "-B",
+            *(["-q"] if quiet else []),
+            "-f",
+            str(pom_path),
+            f"-Dspark.kafka.version={SPARK_KAFKA_VERSION}",
+            f"-Dscala.binary.version={scala}",
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            "-DincludeArtifactIds=" + ",".join(a.format(scala=scala) for a in _ARTIFACTS),
+            f"-DoutputDirectory={staging}",
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+        raise LocalClusterError(
+            f"could not fetch Spark's Kafka connector {SPARK_KAFKA_VERSION} (Scala {scala}) "
+            f"from Maven Central (mvn exit {result.returncode}):\n{tail}"
+        )
+    libs = home / "libs"
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+    (home / _COMPLETE_MARK).write_text(SPARK_KAFKA_VERSION + "\n")
+    return home
