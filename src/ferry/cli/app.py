@@ -378,6 +378,102 @@ def _print_status(flows: list[Any]) -> None:
 
 
 @app.command()
+def audit(
+    config: ConfigOption,
+    flow: Annotated[
+        str | None,
+        typer.Option(help="Audit this flow only, e.g. A->B [default: every enabled flow]"),
+    ] = None,
+    topics: Annotated[str, typer.Option(help="Source topics to audit (a regex)")] = ".*",
+    since: Annotated[
+        str | None,
+        typer.Option(help="Records from this time on: ISO 8601, or a duration ago (2h)"),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(help="Records before this time: ISO 8601, or a duration ago (5m)"),
+    ] = None,
+    bucket: Annotated[str, typer.Option(help="Width of the time buckets (30s, 1m, 1h)")] = "1m",
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write audit.json and audit.png (counts per bucket) here"),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare every replicated topic with its copy, record by record (by the ferry.origin
+    header), as a Spark batch job: missing, duplicated, foreign, expired and in-flight
+    records, per topic and time bucket. Exits 0 when nothing is missing, 3 when something is."""
+    import time
+
+    from ferry.audit import diff, report
+    from ferry.audit.spark_job import audit_flows
+    from ferry.config import load_config
+    from ferry.errors import ConfigError
+
+    cfg = load_config(config)
+    try:
+        bucket_ms = diff.parse_bucket(bucket)
+        now_ms = int(time.time() * 1000)
+        since_ms = None if since is None else diff.parse_time(since, now_ms)
+        until_ms = None if until is None else diff.parse_time(until, now_ms)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if flow is None:
+        flows = list(cfg.enabled_flows)
+    else:
+        source, _, target = flow.partition("->")
+        try:
+            flows = [cfg.flow(source.strip(), target.strip())]
+        except KeyError:
+            raise ConfigError(
+                f"no flow '{flow}' in {config}; flows are named SOURCE->TARGET, e.g. "
+                + ", ".join(f.name for f in cfg.flows[:3])
+            ) from None
+    results = audit_flows(
+        cfg, flows, topics=topics, bucket_ms=bucket_ms, since_ms=since_ms, until_ms=until_ms
+    )
+    document = report.to_json(results, bucket_ms)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "audit.json").write_text(json.dumps(document, indent=2) + "\n")
+        report.chart(results, bucket_ms, out_dir / "audit.png")
+    if as_json:
+        print(json.dumps(document))
+    else:
+        _print_audit(results)
+        if out_dir is not None:
+            out.print(f"wrote {out_dir / 'audit.json'} and {out_dir / 'audit.png'}")
+    if report.has_missing(results):
+        raise typer.Exit(3)
+
+
+def _print_audit(results: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from ferry.audit import report
+
+    for name, topics in results.items():
+        table = Table(title=f"flow {name}", title_justify="left")
+        table.add_column("topic")
+        for column in (*report.COUNTS, "complete"):
+            table.add_column(column.replace("_", " "), justify="right")
+        for row in report.table_rows(topics):
+            table.add_row(*row)
+        out.print(table)
+        for t in topics:
+            for kind in ("missing", "duplicated", "foreign"):
+                ranges = getattr(t, f"{kind}_ranges")
+                if not ranges:
+                    continue
+                where = t.remote_topic if kind == "foreign" else t.topic
+                shown = ", ".join(
+                    f"{r['partition']}:{r['first']}-{r['last']} ({r['count']:,})" for r in ranges
+                )
+                more = " (more left off)" if t.ranges_truncated else ""
+                out.print(f"  {kind} in {where} (partition:offsets): {shown}{more}")
+
+
+@app.command()
 def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer)."""
     from ferry.config import load_config
