@@ -1,0 +1,101 @@
+"""`ferry audit` against real clusters: a clean flow, then a target broken in known ways.
+
+One `ferry run --once` copies two topics; the test then breaks one of them on purpose (the
+head of a remote partition deleted, copies produced a second time, a record written straight
+into the remote topic, the head of a source partition deleted as retention would, records
+produced after the run) and checks that one audit run reports each exactly. A second audit of
+the clean topic alone exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ferry.local.broker import BrokerProcess
+from tests.ferry_cli import run_ferry
+from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_offsets
+from tests.integration.replication_setup import run_once, write_config
+
+PER_PARTITION = 50
+
+
+def _records(partitions: int, count: int, start: int = 0) -> list[Rec]:
+    return [
+        Rec(p, f"k{i}".encode(), f"v{p}-{i}".encode(), (), RECENT_MS + i)
+        for p in range(partitions)
+        for i in range(start, start + count)
+    ]
+
+
+def _delete_head(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, partition, before)])
+    for future in futures.values():
+        future.result(30)
+
+
+def test_audit_reports_each_kind_of_damage_exactly(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, spark: Any, tmp_path: Path
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    clean, broken = f"{topic_name}-clean", f"{topic_name}-broken"
+    for topic in (clean, broken):
+        create_topic(a, topic, partitions=2)
+        produce(a, topic, _records(2, PER_PARTITION))
+    config = write_config(tmp_path, kafka_clusters, topics=f"{topic_name}-.*")
+    run_once(config, spark)
+    remote = f"A.{broken}"
+    copies = read_offsets(b, remote, 2, 2 * PER_PARTITION)
+
+    _delete_head(b, remote, 0, 10)  # copies of source 0:0-9 lost
+    again = [rec for offset, rec in copies[1] if 20 <= offset <= 24]
+    produce(b, remote, again)  # source 1:20-24 copied twice
+    produce(b, remote, [Rec(1, b"x", b"written straight into the copy", (), RECENT_MS)])
+    _delete_head(a, broken, 1, 5)  # retention on the source: 1:0-4 gone, their copies stay
+    produce(a, broken, _records(2, 7, start=PER_PARTITION)[:7])  # after the run: in flight
+
+    out = tmp_path / "report"
+    result = run_ferry(
+        "audit", "-c", str(config), "--bucket", "1s", "--json", "--out", str(out), timeout=240
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    flow = document["flows"]["A->B"]
+    assert (flow["missing"], flow["duplicated"]) == (10, 5)
+
+    ok = flow["topics"][clean]
+    assert (ok["source"], ok["copied"], ok["copies"]) == (100, 100, 100)
+    assert [ok[k] for k in ("missing", "duplicated", "foreign", "expired", "in_flight")] == [0] * 5
+
+    bad = flow["topics"][broken]
+    assert bad["source"] == 100 - 5 + 7
+    assert bad["missing"] == 10
+    assert bad["missing_ranges"] == [{"partition": 0, "first": 0, "last": 9, "count": 10}]
+    assert bad["duplicated"] == 5
+    assert bad["duplicated_ranges"] == [{"partition": 1, "first": 20, "last": 24, "count": 5}]
+    assert bad["foreign"] == 1
+    foreign_offset = PER_PARTITION + 5  # after the copies and the five produced again
+    assert bad["foreign_ranges"] == [
+        {"partition": 1, "first": foreign_offset, "last": foreign_offset, "count": 1}
+    ]
+    assert bad["expired"] == 5
+    assert bad["in_flight"] == 7
+    assert bad["copied"] == 100 - 5 - 10
+    assert sum(b_["source"] for b_ in bad["buckets"]) == bad["source"]
+    assert sum(b_["missing"] for b_ in bad["buckets"]) == 10
+
+    assert json.loads((out / "audit.json").read_text()) == document
+    png = (out / "audit.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    import matplotlib.image
+
+    assert matplotlib.image.imread(out / "audit.png").shape[0] > 100
+
+    clean_only = run_ferry("audit", "-c", str(config), "--topics", clean, timeout=240)
+    assert clean_only.returncode == 0, clean_only.stdout + clean_only.stderr
+    assert clean in clean_only.stdout and "100.00%" in clean_only.stdout
