@@ -2,7 +2,7 @@
 
 `plan_flow` asks the clusters (admin clients only) what to read: per topic the source and
 remote partitions' offsets at the audit's start and the flow's replicated positions. Positions
-are read first, so a record copied while the audit reads is never taken for lost. `audit_topic`
+are read first, so a record copied while the audit reads is never taken for lost. `audit_flow`
 reads those offsets (read_committed; keys and values are not read) and applies the rules of
 diff.py as DataFrame operations: the work is spread over the source and remote partitions, and
 the driver collects only per-bucket counts and at most `range_limit` ranges of each kind.
@@ -27,7 +27,7 @@ from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 
-__all__ = ["FlowPlan", "TopicPlan", "TopicResult", "audit_flows", "audit_topic", "plan_flow"]
+__all__ = ["FlowPlan", "TopicPlan", "TopicResult", "audit_flow", "audit_flows", "plan_flow"]
 
 Offsets = dict[int, tuple[int, int]]  # partition -> (first held offset, end offset)
 
@@ -170,29 +170,28 @@ def kafka_options(cluster: ClusterConfig) -> dict[str, str]:
     return options
 
 
-def _read(spark: Any, cluster: ClusterConfig, topic: str, offsets: Offsets) -> Any:
-    """partition, offset, ts (ms) and the origin header of the records in `offsets`."""
+def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> Any:
+    """topic, partition, offset, ts (ms) and the origin header of the records in `offsets`
+    ({topic: {partition: (first, end)}}), all topics in one read."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    parts = {p: o for p, o in sorted(offsets.items()) if o[1] > o[0]}
+    parts = {
+        topic: {p: o for p, o in sorted(by_partition.items()) if o[1] > o[0]}
+        for topic, by_partition in sorted(offsets.items())
+    }
+    parts = {topic: found for topic, found in parts.items() if found}
     if not parts:
-        schema = StructType(
-            [
-                StructField("partition", IntegerType()),
-                StructField("offset", LongType()),
-                StructField("ts", LongType()),
-                StructField("origin", StringType()),
-            ]
-        )
+        schema = "topic string, partition int, offset long, ts long, origin string"
         return spark.createDataFrame([], schema)
     reader = spark.read.format("kafka")
     for key, value in kafka_options(cluster).items():
         reader = reader.option(key, value)
+    start = {t: {str(p): o[0] for p, o in found.items()} for t, found in parts.items()}
+    end = {t: {str(p): o[1] for p, o in found.items()} for t, found in parts.items()}
     frame = (
-        reader.option("assign", json.dumps({topic: sorted(parts)}))
-        .option("startingOffsets", json.dumps({topic: {str(p): o[0] for p, o in parts.items()}}))
-        .option("endingOffsets", json.dumps({topic: {str(p): o[1] for p, o in parts.items()}}))
+        reader.option("assign", json.dumps({t: sorted(found) for t, found in parts.items()}))
+        .option("startingOffsets", json.dumps(start))
+        .option("endingOffsets", json.dumps(end))
         .option("includeHeaders", "true")
         .option("kafka.isolation.level", "read_committed")
         # Retention may remove records between listing and reading: they are then not read.
@@ -201,6 +200,7 @@ def _read(spark: Any, cluster: ClusterConfig, topic: str, offsets: Offsets) -> A
     )
     origin = F.expr(f"try_element_at(filter(headers, h -> h.key = '{ORIGIN_HEADER}'), 1).value")
     return frame.select(
+        "topic",
         "partition",
         "offset",
         F.expr("unix_millis(timestamp)").alias("ts"),
@@ -208,36 +208,49 @@ def _read(spark: Any, cluster: ClusterConfig, topic: str, offsets: Offsets) -> A
     )
 
 
-def audit_topic(
+_STATES = ("copied", "missing", "in_flight")
+
+
+def audit_flow(
     spark: Any,
     plan: FlowPlan,
-    topic: TopicPlan,
     *,
     bucket_ms: int,
     since_ms: int | None = None,
     until_ms: int | None = None,
     range_limit: int = 100,
-) -> TopicResult:
+) -> list[TopicResult]:
+    """Every topic of `plan` at once: one read per cluster, a handful of Spark jobs."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     alias = plan.source.alias
+    results = {t.topic: TopicResult(t.topic, t.remote_topic) for t in plan.topics}
+    if not results:
+        return []
     own_key = F.concat_ws(
         "|",
         F.lit(plan.source_cluster_id),
         F.lit(alias),
         F.col("partition").cast("string"),
         F.col("offset").cast("string"),
-        F.lit(topic.topic),
+        F.col("topic"),
     )
     source_all = (
-        _read(spark, plan.source, topic.topic, topic.source)
+        _read(spark, plan.source, {t.topic: t.source for t in plan.topics})
         .withColumn("key", F.coalesce(F.col("origin"), own_key))
         .drop("origin")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    target_all = _read(spark, plan.target, topic.remote_topic, topic.remote).persist(
-        StorageLevel.MEMORY_AND_DISK
+    # Remote records are reported under their source topic.
+    topic_of = spark.createDataFrame(
+        [(t.remote_topic, t.topic) for t in plan.topics], "remote_topic string, topic string"
+    )
+    target_all = (
+        _read(spark, plan.target, {t.remote_topic: t.remote for t in plan.topics})
+        .withColumnRenamed("topic", "remote_topic")
+        .join(F.broadcast(topic_of), "remote_topic")
+        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
 
@@ -254,8 +267,9 @@ def audit_topic(
             .agg(F.count(F.lit(1)).alias("n"))
         )
         positions = spark.createDataFrame(
-            [(p, pos) for p, pos in sorted(topic.positions.items())] or [(-1, 0)],
-            "partition int, position long",
+            [(t.topic, p, pos) for t in plan.topics for p, pos in sorted(t.positions.items())]
+            or [("", -1, 0)],
+            "topic string, partition int, position long",
         )
         n = F.coalesce(F.col("n"), F.lit(0))
         state = (
@@ -266,32 +280,28 @@ def audit_topic(
         source = (
             in_window(source_all)
             .join(copies, source_all["key"] == copies["origin"], "left")
-            .join(positions, "partition", "left")
-            .select("partition", "offset", "ts", n.alias("n"), state.alias("state"))
+            .join(F.broadcast(positions), ["topic", "partition"], "left")
+            .select("topic", "partition", "offset", "ts", n.alias("n"), state.alias("state"))
+            .persist(StorageLevel.MEMORY_AND_DISK)
         )
         bucket = (F.col("ts") - F.pmod(F.col("ts"), F.lit(bucket_ms))).alias("bucket")
-        result = TopicResult(topic.topic, topic.remote_topic)
+        empty = dict.fromkeys(("source", "copies", "duplicated", "target", *_STATES), 0)
         for row in (
-            source.groupBy(bucket)
+            source.groupBy("topic", bucket)
             .agg(
                 F.count(F.lit(1)).alias("source"),
-                F.sum(F.when(F.col("state") == "copied", 1).otherwise(0)).alias("copied"),
-                F.sum(F.col("n")).alias("copies"),
-                F.sum(F.when(F.col("state") == "missing", 1).otherwise(0)).alias("missing"),
-                F.sum(F.when(F.col("state") == "in_flight", 1).otherwise(0)).alias("in_flight"),
+                F.sum("n").alias("copies"),
                 F.sum(F.greatest(F.col("n") - 1, F.lit(0))).alias("duplicated"),
+                *(F.sum(F.when(F.col("state") == s, 1).otherwise(0)).alias(s) for s in _STATES),
             )
             .collect()
         ):
-            counts = {k: int(row[k]) for k in row.asDict() if k != "bucket"}
-            result.buckets[int(row["bucket"])] = {**counts, "target": 0}
-            for k in ("source", "copied", "copies", "missing", "in_flight", "duplicated"):
-                setattr(result, k, getattr(result, k) + counts[k])
+            result = results[row["topic"]]
+            counts = {k: int(row[k]) for k in ("source", "copies", "duplicated", *_STATES)}
+            result.buckets[int(row["bucket"])] = {**empty, **counts}
+            for k, v in counts.items():
+                setattr(result, k, getattr(result, k) + v)
         target = in_window(target_all)
-        for row in target.groupBy(bucket).count().collect():
-            empty = {"source": 0, "copied": 0, "copies": 0, "missing": 0, "in_flight": 0}
-            result.buckets.setdefault(int(row["bucket"]), {**empty, "duplicated": 0})
-            result.buckets[int(row["bucket"])]["target"] = int(row["count"])
 
         # Copies no source record explains: expired (below what the source still holds of
         # that origin) or foreign. Matched against every source record, not only the window's.
@@ -300,45 +310,68 @@ def audit_topic(
         )
         own = spark.createDataFrame(
             [
-                (f"{plan.source_cluster_id}|{alias}|{p}|{topic.topic}", low)
-                for p, (low, _) in sorted(topic.source.items())
+                (f"{plan.source_cluster_id}|{alias}|{p}|{t.topic}", low)
+                for t in plan.topics
+                for p, (low, _) in sorted(t.source.items())
             ]
             or [("", 0)],
             "stream string, held_from long",
         )
         held = held.unionByName(own).groupBy("stream").agg(F.min("held_from").alias("held_from"))
         unmatched = (
-            target.join(source_all, target["origin"] == source_all["key"], "left_anti")
+            target.join(source_all.select("key"), target["origin"] == F.col("key"), "left_anti")
             .withColumn("stream", _stream("origin"))
             .withColumn("origin_offset", _origin_offset("origin"))
             .join(held, "stream", "left")
-            .withColumn(
-                "expired",
-                F.col("origin_offset").isNotNull()
-                & F.col("held_from").isNotNull()
-                & (F.col("origin_offset") < F.col("held_from")),
+            .select(
+                "topic",
+                "partition",
+                "offset",
+                (
+                    F.col("origin_offset").isNotNull()
+                    & F.col("held_from").isNotNull()
+                    & (F.col("origin_offset") < F.col("held_from"))
+                ).alias("expired"),
             )
+            .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        counts = unmatched.groupBy("expired").count().collect()
-        for row in counts:
-            if row["expired"]:
-                result.expired = int(row["count"])
-            else:
-                result.foreign = int(row["count"])
+        for row in (
+            target.groupBy("topic", bucket)
+            .count()
+            .join(
+                unmatched.groupBy("topic").agg(
+                    F.sum(F.col("expired").cast("int")).alias("expired"),
+                    F.sum((~F.col("expired")).cast("int")).alias("foreign"),
+                ),
+                "topic",
+                "left",
+            )
+            .collect()
+        ):
+            result = results[row["topic"]]
+            result.buckets.setdefault(int(row["bucket"]), dict(empty))["target"] = int(row["count"])
+            result.expired = int(row["expired"] or 0)
+            result.foreign = int(row["foreign"] or 0)
 
-        result.missing_ranges, t1 = _ranges(
-            source, F.col("state") == "missing", F.lit(1), range_limit
+        kinds = (
+            ("missing", source, F.col("state") == "missing", F.lit(1)),
+            ("duplicated", source, F.col("n") > 1, F.col("n") - 1),
+            ("foreign", target, F.col("chosen").isNotNull(), F.lit(1)),
         )
-        result.duplicated_ranges, t2 = _ranges(source, F.col("n") > 1, F.col("n") - 1, range_limit)
-        foreign_offsets = unmatched.where(~F.col("expired")).select(
-            "partition", "offset", F.lit(True).alias("chosen")
-        )
-        marked = target.join(foreign_offsets, ["partition", "offset"], "left")
-        result.foreign_ranges, t3 = _ranges(
-            marked, F.col("chosen").isNotNull(), F.lit(1), range_limit
-        )
-        result.ranges_truncated = t1 or t2 or t3
-        return result
+        for kind, frame, chosen, weight in kinds:
+            if not any(getattr(r, kind) for r in results.values()):
+                continue  # no Spark job for what is not there
+            if kind == "foreign":
+                marks = unmatched.where(~F.col("expired")).select(
+                    "topic", "partition", "offset", F.lit(True).alias("chosen")
+                )
+                frame = frame.join(marks, ["topic", "partition", "offset"], "left")
+            for topic, (ranges, truncated) in _ranges(frame, chosen, weight, range_limit).items():
+                setattr(results[topic], f"{kind}_ranges", ranges)
+                results[topic].ranges_truncated |= truncated
+        unmatched.unpersist()
+        source.unpersist()
+        return [results[t.topic] for t in plan.topics]
     finally:
         source_all.unpersist()
         target_all.unpersist()
@@ -363,39 +396,52 @@ def _origin_offset(column: str) -> Any:
     return F.expr(f"try_cast({_part(column, 4)} AS BIGINT)")
 
 
-def _ranges(frame: Any, chosen: Any, weight: Any, limit: int) -> tuple[list[dict[str, int]], bool]:
-    """Runs of chosen rows per partition, as diff.to_ranges with `held` = all of `frame`'s
-    offsets: a run breaks only at a row of `frame` that is not chosen."""
+def _ranges(
+    frame: Any, chosen: Any, weight: Any, limit: int
+) -> dict[str, tuple[list[dict[str, int]], bool]]:
+    """Per topic, runs of chosen rows per partition (as diff.to_ranges with `held` = all of
+    `frame`'s offsets: a run breaks only at a row that is not chosen), the first `limit`
+    of them, and whether more were left off."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_offset = Window.partitionBy("partition").orderBy("offset")
-    runs = (
+    by_offset = Window.partitionBy("topic", "partition").orderBy("offset")
+    first_runs = Window.partitionBy("topic").orderBy("partition", "first")
+    rows = (
         frame.withColumn("rank", F.row_number().over(by_offset))
         .where(chosen)
         .withColumn("weight", weight)
         .withColumn("run", F.col("rank") - F.row_number().over(by_offset))
-        .groupBy("partition", "run")
+        .groupBy("topic", "partition", "run")
         .agg(
             F.min("offset").alias("first"),
             F.max("offset").alias("last"),
             F.sum("weight").alias("count"),
         )
-        .orderBy("partition", "first")
-        .limit(limit + 1)
+        .withColumn("index", F.row_number().over(first_runs))
+        .where(F.col("index") <= limit + 1)
         .collect()
     )
-    by_partition: dict[int, list[tuple[int, int, int]]] = {}
-    for row in runs[:limit]:
-        by_partition.setdefault(int(row["partition"]), []).append(
+    found: dict[str, dict[int, list[tuple[int, int, int]]]] = {}
+    truncated: set[str] = set()
+    for row in rows:
+        if row["index"] > limit:
+            truncated.add(row["topic"])
+            continue
+        found.setdefault(row["topic"], {}).setdefault(int(row["partition"]), []).append(
             (int(row["first"]), int(row["last"]), int(row["count"]))
         )
-    ranges = [
-        {"partition": p, "first": first, "last": last, "count": count}
-        for p, found in sorted(by_partition.items())
-        for first, last, count in merge_ranges(found)
-    ]
-    return ranges, len(runs) > limit
+    return {
+        topic: (
+            [
+                {"partition": p, "first": first, "last": last, "count": count}
+                for p, runs in sorted(by_partition.items())
+                for first, last, count in merge_ranges(runs)
+            ],
+            topic in truncated,
+        )
+        for topic, by_partition in found.items()
+    }
 
 
 def audit_flows(
@@ -424,18 +470,14 @@ def audit_flows(
     spark = spark_session(config.model_copy(update={"spark": settings}))
     try:
         return {
-            plan.name: [
-                audit_topic(
-                    spark,
-                    plan,
-                    topic,
-                    bucket_ms=bucket_ms,
-                    since_ms=since_ms,
-                    until_ms=until_ms,
-                    range_limit=range_limit,
-                )
-                for topic in plan.topics
-            ]
+            plan.name: audit_flow(
+                spark,
+                plan,
+                bucket_ms=bucket_ms,
+                since_ms=since_ms,
+                until_ms=until_ms,
+                range_limit=range_limit,
+            )
             for plan in plans
         }
     finally:

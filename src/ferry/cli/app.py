@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ferry.cli.console import err, out, styled
+from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
 
 __all__ = ["app", "main"]
@@ -448,18 +448,22 @@ def audit(
 
 
 def _print_audit(results: dict[str, Any]) -> None:
+    from rich import box
     from rich.table import Table
 
     from ferry.audit import report
 
     for name, topics in results.items():
-        table = Table(title=f"flow {name}", title_justify="left")
-        table.add_column("topic")
+        table = Table(title=f"flow {name}", title_justify="left", box=box.SIMPLE_HEAD)
+        table.add_column("topic", overflow="fold")
         for column in (*report.COUNTS, "complete"):
-            table.add_column(column.replace("_", " "), justify="right")
+            table.add_column(column.replace("_", " "), justify="right", no_wrap=True)
         for row in report.table_rows(topics):
             table.add_row(*row)
-        out.print(table)
+        # Counts are never cut short: wider than a narrow terminal rather than elided.
+        wide = make_console()
+        wide.width = max(wide.width, 120)
+        wide.print(table)
         for t in topics:
             for kind in ("missing", "duplicated", "foreign"):
                 ranges = getattr(t, f"{kind}_ranges")
