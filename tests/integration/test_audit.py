@@ -3,8 +3,8 @@
 One `ferry run --once` copies two topics; the test then breaks one of them on purpose (the
 head of a remote partition deleted, copies produced a second time, a record written straight
 into the remote topic, the head of a source partition deleted as retention would, records
-produced after the run) and checks that one audit run reports each exactly. A second audit of
-the clean topic alone exits 0.
+produced after the run) and checks that one audit run reports each exactly, and the clean
+topic as whole (the exit code of a clean audit is checked in tests/unit/test_audit_cli.py).
 """
 
 from __future__ import annotations
@@ -95,7 +95,3 @@ def test_audit_reports_each_kind_of_damage_exactly(
     import matplotlib.image
 
     assert matplotlib.image.imread(out / "audit.png").shape[0] > 100
-
-    clean_only = run_ferry("audit", "-c", str(config), "--topics", clean, timeout=240)
-    assert clean_only.returncode == 0, clean_only.stdout + clean_only.stderr
-    assert clean in clean_only.stdout and "100.00%" in clean_only.stdout

@@ -1,0 +1,114 @@
+"""`ferry audit`'s outputs and exit codes, on results given in place of the Spark job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ferry.audit import report, spark_job
+from ferry.audit.spark_job import TopicResult
+from ferry.cli.app import app
+from ferry.errors import FerryError
+
+CONFIG = (
+    "clusters:\n  A: {bootstrap.servers: '127.0.0.1:1'}\n  B: {bootstrap.servers: '127.0.0.1:2'}\n"
+    "A->B.enabled: true\n"
+)
+
+
+def _clean() -> TopicResult:
+    return TopicResult(
+        "orders[eu]", "A.orders[eu]", source=10, copied=10, copies=10, buckets={0: {}}
+    )
+
+
+def _broken() -> TopicResult:
+    return TopicResult(
+        "pay",
+        "A.pay",
+        source=12,
+        copied=8,
+        copies=9,
+        missing=2,
+        duplicated=1,
+        foreign=1,
+        in_flight=2,
+        missing_ranges=[{"partition": 0, "first": 3, "last": 4, "count": 2}],
+        duplicated_ranges=[{"partition": 1, "first": 7, "last": 7, "count": 1}],
+        foreign_ranges=[{"partition": 1, "first": 9, "last": 9, "count": 1}],
+        buckets={
+            60_000: {"source": 6, "target": 6, "missing": 0},
+            120_000: {"source": 6, "target": 3, "missing": 2},
+        },
+    )
+
+
+def _audit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, topics: list[TopicResult], *args: str
+) -> Any:
+    seen: dict[str, Any] = {}
+
+    def fake(config: Any, flows: list[Any], **options: Any) -> dict[str, list[TopicResult]]:
+        seen.update(options, flows=[f.name for f in flows])
+        return {"A->B": topics}
+
+    monkeypatch.setattr(spark_job, "audit_flows", fake)
+    path = tmp_path / "ferry.yaml"
+    path.write_text(CONFIG)
+    result = CliRunner().invoke(app, ["audit", "-c", str(path), *args])
+    return result, seen
+
+
+def test_a_clean_audit_exits_0_and_prints_topics_verbatim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, seen = _audit(tmp_path, monkeypatch, [_clean()], "--bucket", "30s")
+    assert result.exit_code == 0, result.output
+    assert "orders[eu]" in result.output and "100.00%" in result.output
+    assert seen["bucket_ms"] == 30_000 and seen["flows"] == ["A->B"]
+
+
+def test_missing_records_exit_3_with_their_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, _ = _audit(tmp_path, monkeypatch, [_clean(), _broken()])
+    assert result.exit_code == 3, result.output
+    assert "missing in pay (partition:offsets): 0:3-4 (2)" in result.output
+    assert "foreign in A.pay (partition:offsets): 1:9-9 (1)" in result.output
+    assert "80.00%" in result.output  # 8 of the 10 due (2 in flight)
+
+
+def test_json_and_out_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    result, _ = _audit(tmp_path, monkeypatch, [_broken()], "--json", "--out", str(out))
+    assert result.exit_code == 3
+    document = json.loads(result.output)
+    flow = document["flows"]["A->B"]
+    assert (flow["missing"], flow["duplicated"]) == (2, 1)
+    topic = flow["topics"]["pay"]
+    assert topic["missing_ranges"] == [{"partition": 0, "first": 3, "last": 4, "count": 2}]
+    assert [b["start_ms"] for b in topic["buckets"]] == [60_000, 120_000]
+    assert json.loads((out / "audit.json").read_text()) == document
+    assert (out / "audit.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_an_unknown_flow_or_bad_bucket_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FerryError: main() prints it as one line and exits 1.
+    result, _ = _audit(tmp_path, monkeypatch, [], "--flow", "A->Z")
+    assert isinstance(result.exception, FerryError)
+    assert "no flow 'A->Z'" in str(result.exception)
+    result, _ = _audit(tmp_path, monkeypatch, [], "--bucket", "soon")
+    assert isinstance(result.exception, FerryError)
+    assert "bucket 'soon' is not a positive duration" in str(result.exception)
+
+
+def test_completeness_counts_only_what_is_due() -> None:
+    assert report.completeness(_broken()) == pytest.approx(80.0)
+    everything_in_flight = TopicResult("t", "A.t", source=3, in_flight=3)
+    assert report.completeness(everything_in_flight) == 100.0
