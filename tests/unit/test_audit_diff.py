@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -43,7 +45,8 @@ def test_a_complete_copy_has_nothing_to_report() -> None:
 
 def test_missing_duplicated_foreign_expired_and_in_flight_are_told_apart() -> None:
     source = _source(range(5, 20))  # retention removed 0-4
-    target = _copies([2, 3, 5, 6, 6, 6, 9, 10]) + [
+    target = [
+        *_copies([2, 3, 5, 6, 6, 6, 9, 10]),
         KeyedRecord(8, None),  # no header
         KeyedRecord(9, "not an origin"),
         KeyedRecord(10, _key(7, cluster="other")),  # an origin this source never had
@@ -100,7 +103,7 @@ def test_ranges_cover_exactly_the_offsets(offsets: set[int]) -> None:
     assert covered == offsets
     assert sum(count for *_, count in ranges) == len(offsets)
     # Maximal: no two ranges touch.
-    assert all(b[0] > a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(b[0] > a[1] + 1 for a, b in itertools.pairwise(ranges))
 
 
 @given(st.sets(st.integers(0, 300)), st.integers(1, 5))
