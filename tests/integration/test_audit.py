@@ -1,10 +1,12 @@
 """`ferry audit` against real clusters: a clean flow, then a target broken in known ways.
 
-One `ferry run --once` copies two topics; the test then breaks one of them on purpose (the
-head of a remote partition deleted, copies produced a second time, a record written straight
-into the remote topic, the head of a source partition deleted as retention would, records
-produced after the run) and checks that one audit run reports each exactly, and the clean
-topic as whole (the exit code of a clean audit is checked in tests/unit/test_audit_cli.py).
+One `ferry run --once` copies three topics. The test then breaks one on purpose (the head of
+a remote partition deleted, copies produced a second time, a record written straight into the
+remote topic, the head of a source partition deleted as retention would, records produced
+after the run); the third holds records that are copies themselves (they carry another
+cluster's origin, as on the middle cluster of a chain Z->A->B). One audit run must report each
+exactly, and the clean topic as whole (the exit code of a clean audit is checked in
+tests/unit/test_audit_cli.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local.broker import BrokerProcess
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_offsets
@@ -44,9 +47,26 @@ def test_audit_reports_each_kind_of_damage_exactly(
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     clean, broken = f"{topic_name}-clean", f"{topic_name}-broken"
-    for topic in (clean, broken):
+    relayed = f"{topic_name}-relayed"  # A is the middle of a chain Z->A->B
+    for topic in (clean, broken, relayed):
         create_topic(a, topic, partitions=2)
+    for topic in (clean, broken):
         produce(a, topic, _records(2, PER_PARTITION))
+    produce(
+        a,
+        relayed,
+        [
+            Rec(
+                p,
+                None,
+                b"v",
+                ((ORIGIN_HEADER, Origin("zid", "Z", "t", p, 1000 + i).to_bytes()),),
+                RECENT_MS,
+            )
+            for p in range(2)
+            for i in range(20)
+        ],
+    )
     config = write_config(tmp_path, kafka_clusters, topics=f"{topic_name}-.*")
     run_once(config, spark)
     remote = f"A.{broken}"
@@ -58,6 +78,9 @@ def test_audit_reports_each_kind_of_damage_exactly(
     produce(b, remote, [Rec(1, b"x", b"written straight into the copy", (), RECENT_MS)])
     _delete_head(a, broken, 1, 5)  # retention on the source: 1:0-4 gone, their copies stay
     produce(a, broken, _records(2, 7, start=PER_PARTITION)[:7])  # after the run: in flight
+    # A later hop matches by the first hop's origin, which copies keep.
+    _delete_head(b, f"A.{relayed}", 0, 3)  # copies of A's relayed 0:0-2 lost
+    _delete_head(a, relayed, 1, 2)  # Z's 1000-1001 no longer on A: their copies are expired
 
     out = tmp_path / "report"
     result = run_ferry(
@@ -66,7 +89,7 @@ def test_audit_reports_each_kind_of_damage_exactly(
     assert result.returncode == 3, result.stdout + result.stderr
     document = json.loads(result.stdout)
     flow = document["flows"]["A->B"]
-    assert (flow["missing"], flow["duplicated"]) == (10, 5)
+    assert (flow["missing"], flow["duplicated"]) == (10 + 3, 5)
 
     ok = flow["topics"][clean]
     assert (ok["source"], ok["copied"], ok["copies"]) == (100, 100, 100)
@@ -88,6 +111,16 @@ def test_audit_reports_each_kind_of_damage_exactly(
     assert bad["copied"] == 100 - 5 - 10
     assert sum(b_["source"] for b_ in bad["buckets"]) == bad["source"]
     assert sum(b_["missing"] for b_ in bad["buckets"]) == 10
+
+    hop = flow["topics"][relayed]
+    assert [hop[k] for k in ("source", "copied", "missing", "expired", "foreign")] == [
+        38,
+        35,
+        3,
+        2,
+        0,
+    ]
+    assert hop["missing_ranges"] == [{"partition": 0, "first": 0, "last": 2, "count": 3}]
 
     assert json.loads((out / "audit.json").read_text()) == document
     png = (out / "audit.png").read_bytes()
