@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.config.model import FerryConfig
+from ferry.engine.spark.cluster import launched_in, prepare_cluster, submitted_settings
 
 __all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
 
@@ -79,7 +80,11 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     local_ip = os.environ.get("SPARK_LOCAL_IP")
     if local_ip:
         settings.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
+    # spark-submit's flags (--master, --conf) over ferry's defaults; the config over both.
+    settings.update(submitted_settings())
     settings.update(config.spark)
+    # A cluster master: executors run ferry's shipped environment (see environment.py).
+    launch_dir = prepare_cluster(settings, config.state_dir.resolve(), _cache_dir())
     if settings["spark.master"].startswith("local"):
         # Every Python process of a local Spark loads pyspark compiled, not from its zip.
         from ferry.engine.spark.python_workers import default_cache_dir, worker_python
@@ -90,7 +95,14 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate(), archive
+    with launched_in(launch_dir):
+        return builder.getOrCreate(), archive
+
+
+def _cache_dir() -> Path:
+    from ferry.engine.spark.python_workers import default_cache_dir
+
+    return default_cache_dir()
 
 
 def _class_archive(spark_settings: dict[str, str], create: bool) -> Any:
