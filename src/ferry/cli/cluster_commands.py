@@ -20,7 +20,9 @@ spark_app = typer.Typer(
 
 SparkDirOption = Annotated[
     Path | None,
-    typer.Option("--dir", help="Where the cluster keeps logs and work [default: ./.ferry-local/spark]"),
+    typer.Option(
+        "--dir", help="Where the cluster keeps logs and work [default: ./.ferry-local/spark]"
+    ),
 ]
 
 
@@ -65,7 +67,9 @@ def spark_up(
     cores: Annotated[int, typer.Option(help="Cores per worker")] = 1,
     memory: Annotated[str, typer.Option(help="Memory per worker, for its executors")] = "1g",
     directory: SparkDirOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the master's URLs as JSON")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the master's URLs as JSON")
+    ] = False,
 ) -> None:
     """Start a Spark standalone master and N workers and wait until the master has them all."""
     from ferry.local import spark

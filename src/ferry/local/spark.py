@@ -46,7 +46,6 @@ class SparkProcess:
     log: str
     marker: str  # the properties file, in its command line
 
-
     def process(self) -> psutil.Process | None:
         """The live process, if the pid is still the one started."""
         try:
@@ -160,9 +159,7 @@ def up(
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     port, webui = free_port(), free_port()
-    cluster = SparkCluster(
-        f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", str(directory)
-    )
+    cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", str(directory))
     spark_class = str(home / "bin" / "spark-class")
     common = ["--host", "127.0.0.1", "--properties-file", str(properties)]
     started: list[tuple[SparkProcess, subprocess.Popen[bytes]]] = []

@@ -78,8 +78,11 @@ def archives_dir(cache_dir: Path) -> Path:
 
 
 def _site_packages() -> Path:
-    return Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / (
-        "site-packages"
+    return (
+        Path(sys.prefix)
+        / "lib"
+        / f"python{sys.version_info.major}.{sys.version_info.minor}"
+        / ("site-packages")
     )
 
 
