@@ -22,11 +22,12 @@ from pathlib import Path
 from ferry.engine.spark.environment import (
     ARCHIVE_NAME,
     PYTHON_IN_ARCHIVE,
+    missing_python,
     ships_environment,
 )
-from ferry.errors import ConfigError
+from ferry.errors import ConfigError, FerryError
 
-__all__ = ["launched_in", "prepare_cluster", "submitted_settings"]
+__all__ = ["environment_error", "launched_in", "prepare_cluster", "submitted_settings"]
 
 log = logging.getLogger("ferry")
 
@@ -117,3 +118,10 @@ def launched_in(directory: Path | None) -> Iterator[None]:
         yield
     finally:
         os.chdir(saved)
+
+
+def environment_error(spark_error: str) -> FerryError | None:
+    """A worker that cannot start ferry's shipped environment, said with the fix; else None."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    fix = missing_python(spark_error, os.path.realpath(sys.executable), python)
+    return FerryError(fix) if fix else None

@@ -37,6 +37,7 @@ __all__ = [
     "archive_key",
     "is_local_master",
     "mismatch",
+    "missing_python",
     "requirement_name",
     "runtime_closure",
     "ships_environment",
@@ -102,6 +103,20 @@ def mismatch(built: Platform, here: Platform, interpreter: str = "") -> str | No
         f"{PLATFORM_ERROR_PREFIX}: {'; '.join(problems)}. Fix: build it where the workers' "
         f"platform and Python {built.python}{python} are the same (`ferry pack` on such a "
         "machine, then point spark.archives at it), or install ferry on every worker and set "
+        "spark.pyspark.python to that Python (ferry then ships nothing)"
+    )
+
+
+def missing_python(spark_error: str, interpreter: str, python: str) -> str | None:
+    """The fix, when `spark_error` says an executor could not start the shipped environment's
+    Python (its `bin/python` links to `interpreter`, which that worker lacks); else None."""
+    if f'Cannot run program "{PYTHON_IN_ARCHIVE}"' not in spark_error:
+        return None
+    return (
+        f"an executor could not start Python from ferry's shipped environment: its "
+        f"{PYTHON_IN_ARCHIVE} links to {interpreter}, which that worker does not have (the "
+        "archive carries ferry and its packages, not the interpreter). Fix: install Python "
+        f"{python} at {interpreter} on every worker, or install ferry on every worker and set "
         "spark.pyspark.python to that Python (ferry then ships nothing)"
     )
 
