@@ -386,8 +386,10 @@ class Runner:
             f.progress.seconds = time.monotonic() - f.started
             return
         text = str(failure)
-        error = error_from_text(text) or environment_error(text) or FerryError(
-            f"flow {f.flow.name} failed in Spark: {_first_line(text)}"
+        error = (
+            error_from_text(text)
+            or environment_error(text)
+            or FerryError(f"flow {f.flow.name} failed in Spark: {_first_line(text)}")
         )
         retry = isinstance(error, KafkaUnavailableError) and not self._stopping
         kind = "unavailable" if retry else "fatal"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
@@ -40,10 +41,14 @@ def submitted_settings() -> dict[str, str]:
     ferry was not started by spark-submit."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return {}
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
     # Connects to spark-submit's JVM and reads the settings it was launched with.
-    return {str(k): str(v) for k, v in SparkConf().getAll() if str(k).startswith("spark.")}
+    SparkContext._ensure_initialized()
+    settings = {str(k): str(v) for k, v in SparkConf().getAll() if str(k).startswith("spark.")}
+    if settings.get("spark.app.name", "").endswith(".py"):
+        del settings["spark.app.name"]  # spark-submit's default, the script's name: keep ferry's
+    return settings
 
 
 def prepare_cluster(
@@ -95,12 +100,11 @@ def _driver_environment(directory: Path) -> None:
         )
     (env / "bin").mkdir(parents=True, exist_ok=True)
     (env / _OURS).touch()
-    link = env / "bin" / "python"
+    # A script, not a link: Python finds its virtualenv from the path it was started as.
     pending = env / "bin" / f".python.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        pending.unlink()
-    os.symlink(_driver_python(default_cache_dir()), pending)
-    os.replace(pending, link)
+    pending.write_text(f'#!/bin/sh\nexec {shlex.quote(_driver_python(default_cache_dir()))} "$@"\n')
+    pending.chmod(0o755)
+    os.replace(pending, env / "bin" / "python")
 
 
 @contextlib.contextmanager
