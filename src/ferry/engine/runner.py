@@ -142,7 +142,9 @@ class Runner:
             early = self._head_start(run_id)
             head_starts = [head for head, _baseline, _started in early.values()]
             if self._spark is None:
-                spark, archive = start_spark(self.config, write_class_archive=True)
+                spark, archive = start_spark(
+                    self.config, write_class_archive=True, notice=self._notice
+                )
             else:
                 spark = self._spark
             spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")

@@ -17,7 +17,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 
 from ferry.engine.spark.environment import (
@@ -52,7 +52,10 @@ def submitted_settings() -> dict[str, str]:
 
 
 def prepare_cluster(
-    settings: MutableMapping[str, str], state_dir: Path, cache_dir: Path
+    settings: MutableMapping[str, str],
+    state_dir: Path,
+    cache_dir: Path,
+    notice: Callable[[str], None] | None = None,
 ) -> Path | None:
     """Ship ferry's environment when `settings` name a cluster master (adds it to
     `spark.archives` and points Spark's Python at it); returns the working directory the
@@ -64,9 +67,15 @@ def prepare_cluster(
         return None
     from ferry.engine.spark.packing import ensure_archive
 
-    packed = ensure_archive(cache_dir)
-    assert packed is not None
-    if packed.built:
+    packed = ensure_archive(cache_dir, create=False)
+    if packed is None:
+        if notice is not None:
+            notice(
+                "packing ferry's environment for the executors (once per version of ferry "
+                "and its packages; `ferry pack` does it ahead of time)"
+            )
+        packed = ensure_archive(cache_dir)
+        assert packed is not None
         log.info("packed ferry's environment in %.1f s: %s", packed.seconds, packed.path)
     shipped = f"{packed.path}#{ARCHIVE_NAME}"
     archives = settings.get("spark.archives", "")

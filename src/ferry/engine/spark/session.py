@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,14 @@ def spark_session(config: FerryConfig) -> Any:
     return start_spark(config)[0]
 
 
-def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple[Any, Any]:
+def start_spark(
+    config: FerryConfig,
+    write_class_archive: bool = False,
+    notice: Callable[[str], None] | None = None,
+) -> tuple[Any, Any]:
     """`spark_session`, and the driver JVM's class archive (see class_archive): used when the
-    machine has one; with `write_class_archive`, else written when the session ends."""
+    machine has one; with `write_class_archive`, else written when the session ends. `notice`
+    hears what takes a while the first time (packing the environment a cluster runs)."""
     from pyspark.sql import SparkSession
 
     settings = {
@@ -84,7 +90,7 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     settings.update(submitted_settings())
     settings.update(config.spark)
     # A cluster master: executors run ferry's shipped environment (see environment.py).
-    launch_dir = prepare_cluster(settings, config.state_dir.resolve(), _cache_dir())
+    launch_dir = prepare_cluster(settings, config.state_dir.resolve(), _cache_dir(), notice)
     if settings["spark.master"].startswith("local"):
         # Every Python process of a local Spark loads pyspark compiled, not from its zip.
         from ferry.engine.spark.python_workers import default_cache_dir, worker_python
