@@ -39,7 +39,7 @@ _OURS = ".made-by-ferry"
 def submitted_settings() -> dict[str, str]:
     """The `spark.*` settings spark-submit gave this driver (--master, --conf, ...); empty when
     ferry was not started by spark-submit."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if not _under_spark_submit():
         return {}
     from pyspark import SparkConf, SparkContext
 
@@ -49,6 +49,10 @@ def submitted_settings() -> dict[str, str]:
     if settings.get("spark.app.name", "").endswith(".py"):
         del settings["spark.app.name"]  # spark-submit's default, the script's name: keep ferry's
     return settings
+
+
+def _under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ  # set by spark-submit for the driver's Python
 
 
 def prepare_cluster(
@@ -81,11 +85,11 @@ def prepare_cluster(
     archives = settings.get("spark.archives", "")
     settings["spark.archives"] = f"{archives},{shipped}" if archives else shipped
     os.environ["PYSPARK_PYTHON"] = PYTHON_IN_ARCHIVE
-    if submitted_settings():
-        _driver_environment(Path.cwd())
+    if _under_spark_submit():
+        _driver_environment(Path.cwd(), cache_dir)
         return None
     directory = state_dir / "driver"
-    _driver_environment(directory)
+    _driver_environment(directory, cache_dir)
     return directory
 
 
@@ -96,10 +100,8 @@ def _driver_python(cache_dir: Path) -> str:
     return worker_python(sys.executable, cache_dir) or sys.executable
 
 
-def _driver_environment(directory: Path) -> None:
+def _driver_environment(directory: Path, cache_dir: Path) -> None:
     """`directory/ferry-env/bin/python`: the driver's Spark processes run this virtualenv."""
-    from ferry.engine.spark.python_workers import default_cache_dir
-
     env = directory / ARCHIVE_NAME
     if env.exists() and not (env / _OURS).exists():
         raise ConfigError(
@@ -111,7 +113,7 @@ def _driver_environment(directory: Path) -> None:
     (env / _OURS).touch()
     # A script, not a link: Python finds its virtualenv from the path it was started as.
     pending = env / "bin" / f".python.{os.getpid()}"
-    pending.write_text(f'#!/bin/sh\nexec {shlex.quote(_driver_python(default_cache_dir()))} "$@"\n')
+    pending.write_text(f'#!/bin/sh\nexec {shlex.quote(_driver_python(cache_dir))} "$@"\n')
     pending.chmod(0o755)
     os.replace(pending, env / "bin" / "python")
 
