@@ -28,8 +28,10 @@ DEFAULT_MASTER = "local[*,4]"
 
 
 def spark_master(config: FerryConfig) -> str:
-    """The master `ferry run` uses: the config's `spark.master`, else DEFAULT_MASTER."""
-    return config.spark.get("spark.master", DEFAULT_MASTER)
+    """The master `ferry run` uses: the config's `spark.master`, else spark-submit's
+    (`--master`), else DEFAULT_MASTER."""
+    master = config.spark.get("spark.master") or submitted_settings().get("spark.master")
+    return master or DEFAULT_MASTER
 
 
 def spark_session(config: FerryConfig) -> Any:
