@@ -108,6 +108,10 @@ def test_the_closure_follows_run_time_requirements_only() -> None:
     ]
     # A requirement that is not installed is left out (an optional one, say).
     assert runtime_closure("ferry", {"ferry": ["absent"]}) == ["ferry"]
+    # A driver-only requirement is left out with what only it needs.
+    drawing = {**requires, "ferry": ["pyspark", "matplotlib"], "matplotlib": ["numpy", "py4j"]}
+    drawing["numpy"] = []
+    assert runtime_closure("ferry", drawing, skip=["matplotlib"]) == ["ferry", "py4j", "pyspark"]
 
 
 names = st.sampled_from(["a", "b", "c", "d", "e", "f"])

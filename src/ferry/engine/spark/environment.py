@@ -145,11 +145,14 @@ def requirement_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", found.group(1)).lower()
 
 
-def runtime_closure(root: str, requires: Mapping[str, Iterable[str]]) -> list[str]:
+def runtime_closure(
+    root: str, requires: Mapping[str, Iterable[str]], skip: Iterable[str] = ()
+) -> list[str]:
     """Every distribution `root` needs at run time: `requires` maps a normalised name to the
     normalised names it needs (markers and extras already evaluated, so development extras are
-    not in it). Names not installed are left out; the result is sorted."""
-    seen: set[str] = set()
+    not in it). Names not installed are left out, and so are `skip` and what only they need;
+    the result is sorted."""
+    seen: set[str] = set(skip)
     todo = [requirement_name(root)]
     while todo:
         name = todo.pop()
@@ -157,7 +160,7 @@ def runtime_closure(root: str, requires: Mapping[str, Iterable[str]]) -> list[st
             continue
         seen.add(name)
         todo.extend(requires[name])
-    return sorted(seen)
+    return sorted(seen - set(skip))
 
 
 def archive_key(
