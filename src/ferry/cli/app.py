@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ferry.cli.cluster_commands import pack, spark_app
 from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
 
@@ -26,6 +27,8 @@ app = typer.Typer(
 )
 local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, for trying ferry.")
 app.add_typer(local_app, name="local")
+local_app.add_typer(spark_app, name="spark")
+app.command("pack")(pack)
 
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]

@@ -24,6 +24,7 @@ from ferry.engine.flow_state import FlowState
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
+from ferry.engine.spark.cluster import environment_error
 from ferry.engine.spark.session import spark_master, start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
 from ferry.kafka.reachability import Reachability
@@ -141,7 +142,9 @@ class Runner:
             early = self._head_start(run_id)
             head_starts = [head for head, _baseline, _started in early.values()]
             if self._spark is None:
-                spark, archive = start_spark(self.config, write_class_archive=True)
+                spark, archive = start_spark(
+                    self.config, write_class_archive=True, notice=self._notice
+                )
             else:
                 spark = self._spark
             spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
@@ -385,8 +388,10 @@ class Runner:
             f.progress.seconds = time.monotonic() - f.started
             return
         text = str(failure)
-        error = error_from_text(text) or FerryError(
-            f"flow {f.flow.name} failed in Spark: {_first_line(text)}"
+        error = (
+            error_from_text(text)
+            or environment_error(text)
+            or FerryError(f"flow {f.flow.name} failed in Spark: {_first_line(text)}")
         )
         retry = isinstance(error, KafkaUnavailableError) and not self._stopping
         kind = "unavailable" if retry else "fatal"

@@ -20,6 +20,10 @@ when the installed `pyspark` (and `py4j`) is the same version as the zip:
   the task workers anywhere (Spark uses the setting for task workers only).
 
 Otherwise nothing changes.
+
+On a cluster the daemon first checks that ferry's shipped environment was built for this
+worker's platform (`check_shipped_environment`), so a mismatch fails with the fix instead of
+an import error deep in a task.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import zipfile
 from pathlib import Path
 
 __all__ = [
+    "check_shipped_environment",
     "default_cache_dir",
     "installed_matches_zip",
     "main",
@@ -179,7 +184,29 @@ def default_cache_dir() -> Path:
 # --- the daemon (task workers, wherever they run) -------------------------------------------
 
 
+def check_shipped_environment() -> str | None:
+    """Why ferry's shipped environment (`environment.py`) cannot run on this worker, or None
+    (also when this Python is not one: a local master, or ferry installed on the worker)."""
+    from ferry.engine.spark.environment import MARKER_FILE, Platform, mismatch
+
+    try:
+        built = Platform.from_json((Path(sys.prefix) / MARKER_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    from ferry.engine.spark.packing import current_platform
+
+    return mismatch(built, current_platform())
+
+
 def main() -> None:
+    problem = check_shipped_environment()
+    if problem is not None:
+        # Spark puts a daemon's stderr into the task's error; the driver shows this message.
+        from ferry.errors import FerryError, error_to_text
+
+        sys.stderr.write(error_to_text(FerryError(problem)) + "\n")
+        sys.stderr.flush()
+        sys.exit(1)
     if "pyspark" not in sys.modules:
         zips = _spark_zips(sys.path)
         without = [p for p in sys.path if p not in zips.values()]

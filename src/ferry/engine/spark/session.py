@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ferry.config.model import FerryConfig
+from ferry.engine.spark.cluster import launched_in, prepare_cluster, submitted_settings
 
 __all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
 
@@ -26,8 +28,10 @@ DEFAULT_MASTER = "local[*,4]"
 
 
 def spark_master(config: FerryConfig) -> str:
-    """The master `ferry run` uses: the config's `spark.master`, else DEFAULT_MASTER."""
-    return config.spark.get("spark.master", DEFAULT_MASTER)
+    """The master `ferry run` uses: the config's `spark.master`, else spark-submit's
+    (`--master`), else DEFAULT_MASTER."""
+    master = config.spark.get("spark.master") or submitted_settings().get("spark.master")
+    return master or DEFAULT_MASTER
 
 
 def spark_session(config: FerryConfig) -> Any:
@@ -35,9 +39,14 @@ def spark_session(config: FerryConfig) -> Any:
     return start_spark(config)[0]
 
 
-def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple[Any, Any]:
+def start_spark(
+    config: FerryConfig,
+    write_class_archive: bool = False,
+    notice: Callable[[str], None] | None = None,
+) -> tuple[Any, Any]:
     """`spark_session`, and the driver JVM's class archive (see class_archive): used when the
-    machine has one; with `write_class_archive`, else written when the session ends."""
+    machine has one; with `write_class_archive`, else written when the session ends. `notice`
+    hears what takes a while the first time (packing the environment a cluster runs)."""
     from pyspark.sql import SparkSession
 
     settings = {
@@ -79,7 +88,11 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     local_ip = os.environ.get("SPARK_LOCAL_IP")
     if local_ip:
         settings.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
+    # spark-submit's flags (--master, --conf) over ferry's defaults; the config over both.
+    settings.update(submitted_settings())
     settings.update(config.spark)
+    # A cluster master: executors run ferry's shipped environment (see environment.py).
+    launch_dir = prepare_cluster(settings, config.state_dir.resolve(), _cache_dir(), notice)
     if settings["spark.master"].startswith("local"):
         # Every Python process of a local Spark loads pyspark compiled, not from its zip.
         from ferry.engine.spark.python_workers import default_cache_dir, worker_python
@@ -90,7 +103,14 @@ def start_spark(config: FerryConfig, write_class_archive: bool = False) -> tuple
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate(), archive
+    with launched_in(launch_dir):
+        return builder.getOrCreate(), archive
+
+
+def _cache_dir() -> Path:
+    from ferry.engine.spark.python_workers import default_cache_dir
+
+    return default_cache_dir()
 
 
 def _class_archive(spark_settings: dict[str, str], create: bool) -> Any:

@@ -1,0 +1,250 @@
+"""`ferry local spark up/down`: a Spark standalone master and N workers on 127.0.0.1.
+
+Started from pyspark's own `bin/spark-class` (the Spark release pyspark ships), each in its
+own session so it outlives the command, on free ports. `DIR/spark.json` records what was
+started; `down` stops exactly those processes, by pid (checked against the start time and the
+properties file in their command line, so a recycled pid is never signalled), with the
+executors the workers started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ferry.errors import LocalClusterError
+from ferry.local.broker import free_port
+
+__all__ = ["SparkCluster", "SparkProcess", "down", "master_state", "read_state", "up"]
+
+STATE_FILE = "spark.json"
+MASTER = "org.apache.spark.deploy.master.Master"
+WORKER = "org.apache.spark.deploy.worker.Worker"
+# A function that turns a worker's command into the one to run (tests hide the virtualenv
+# from the workers this way).
+Wrap = Callable[[list[str]], list[str]]
+
+
+@dataclass
+class SparkProcess:
+    """One started master or worker JVM."""
+
+    role: str  # "master", "worker-1", ...
+    pid: int
+    started: float  # psutil's create_time: a recycled pid has another
+    log: str
+    marker: str  # the properties file, in its command line
+
+    def process(self) -> psutil.Process | None:
+        """The live process, if the pid is still the one started."""
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc if any(self.marker in arg for arg in proc.cmdline()) else None
+        except psutil.Error:
+            return None
+
+
+@dataclass
+class SparkCluster:
+    """A running standalone cluster: where to submit, where its UI is, its processes."""
+
+    master_url: str
+    webui_url: str
+    directory: str
+    processes: list[SparkProcess] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def process(self, role: str) -> SparkProcess:
+        return next(p for p in self.processes if p.role == role)
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("FERRY_LOCAL_DIR", ".ferry-local")) / "spark"
+
+
+def spark_home() -> Path:
+    from ferry.engine.spark.python_workers import spark_home as find
+
+    home = find()
+    if home is None or not (Path(home) / "bin" / "spark-class").exists():
+        raise LocalClusterError(
+            "pyspark's bin/spark-class was not found; reinstall pyspark (pip install pyspark)"
+        )
+    return Path(home)
+
+
+def read_state(directory: Path) -> SparkCluster | None:
+    path = directory / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        processes = [SparkProcess(**p) for p in raw.pop("processes")]
+        return SparkCluster(**raw, processes=processes)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise LocalClusterError(f"{path} is not a ferry local Spark state file: {exc}") from exc
+
+
+def master_state(cluster: SparkCluster, timeout: float = 2.0) -> dict[str, Any]:
+    """The master's own view (its REST `json/` page): workers, cores, applications."""
+    with urllib.request.urlopen(f"{cluster.webui_url}/json/", timeout=timeout) as answer:
+        state: dict[str, Any] = json.load(answer)
+        return state
+
+
+def _launch(
+    role: str, command: list[str], directory: Path, env: dict[str, str], marker: Path
+) -> tuple[SparkProcess, subprocess.Popen[bytes]]:
+    log = directory / f"{role}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # survives the CLI that started it, and its Ctrl-C
+        )
+    started = psutil.Process(proc.pid).create_time()
+    return SparkProcess(role, proc.pid, started, str(log), str(marker)), proc
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def up(
+    directory: Path | None = None,
+    *,
+    workers: int = 2,
+    cores: int = 1,
+    memory: str = "1g",
+    timeout: float = 90.0,
+    wrap_worker: Wrap | None = None,
+) -> SparkCluster:
+    """Start a master and `workers` workers of `cores` cores and `memory` each; wait until the
+    master counts them all alive. A cluster already running in `directory` is refused."""
+    if workers < 1 or cores < 1:
+        raise LocalClusterError("a local Spark cluster needs at least 1 worker of 1 core")
+    directory = (directory or default_dir()).resolve()
+    running = read_state(directory)
+    if running is not None and any(p.process() for p in running.processes):
+        raise LocalClusterError(
+            f"a local Spark cluster already runs in {directory} ({running.master_url}); "
+            f"stop it first: ferry local spark down --dir {directory}"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    home = spark_home()
+    # Every process names this file, so `down` knows it for ours.
+    properties = directory / "spark-defaults.conf"
+    properties.write_text("spark.ui.showConsoleProgress false\n")
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    port, webui = free_port(), free_port()
+    cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", str(directory))
+    spark_class = str(home / "bin" / "spark-class")
+    common = ["--host", "127.0.0.1", "--properties-file", str(properties)]
+    started: list[tuple[SparkProcess, subprocess.Popen[bytes]]] = []
+    try:
+        master = [spark_class, MASTER, *common, "--port", str(port), "--webui-port", str(webui)]
+        started.append(_launch("master", master, directory, env, properties))
+        for n in range(1, workers + 1):
+            work = directory / f"worker-{n}"
+            work.mkdir(exist_ok=True)
+            command = [
+                spark_class,
+                WORKER,
+                *common,
+                *("--cores", str(cores), "--memory", memory),
+                *("--port", str(free_port()), "--webui-port", str(free_port())),
+                *("--work-dir", str(work)),
+                cluster.master_url,
+            ]
+            started.append(
+                _launch(f"worker-{n}", (wrap_worker or list)(command), directory, env, properties)
+            )
+        cluster.processes = [p for p, _ in started]
+        _wait_alive(cluster, started, workers, timeout)
+    except BaseException:
+        for process, _ in reversed(started):
+            _stop(process)
+        raise
+    tmp = directory / f"{STATE_FILE}.tmp"
+    tmp.write_text(json.dumps(cluster.to_json(), indent=2) + "\n")
+    tmp.replace(directory / STATE_FILE)
+    return cluster
+
+
+def _wait_alive(
+    cluster: SparkCluster,
+    started: Sequence[tuple[SparkProcess, subprocess.Popen[bytes]]],
+    workers: int,
+    timeout: float,
+) -> None:
+    deadline = time.monotonic() + timeout
+    alive = 0
+    while time.monotonic() < deadline:
+        for process, proc in started:
+            if proc.poll() is not None:
+                raise LocalClusterError(
+                    f"Spark {process.role} exited with code {proc.returncode} while starting; "
+                    f"last lines of {process.log}:\n{_tail(process.log)}"
+                )
+        with contextlib.suppress(OSError, ValueError):
+            alive = int(master_state(cluster).get("aliveworkers", 0))
+            if alive >= workers:
+                return
+        time.sleep(0.2)
+    raise LocalClusterError(
+        f"the Spark master ({cluster.master_url}) counted {alive} of {workers} workers alive "
+        f"after {timeout:.0f}s; logs in {cluster.directory}"
+    )
+
+
+def _stop(process: SparkProcess, timeout: float = 20.0) -> bool:
+    """SIGTERM the process and its children (a worker's executors and their Python), SIGKILL
+    what is left after `timeout`. True when it was running."""
+    proc = process.process()
+    if proc is None:
+        return False
+    family = [proc, *proc.children(recursive=True)]
+    for member in family:
+        with contextlib.suppress(psutil.Error):
+            member.send_signal(signal.SIGTERM)
+    _, left = psutil.wait_procs(family, timeout=timeout)
+    for member in left:
+        with contextlib.suppress(psutil.Error):
+            member.kill()
+    _, left = psutil.wait_procs(left, timeout=10)
+    if left:
+        raise LocalClusterError(f"Spark {process.role} (pid {process.pid}) did not stop")
+    return True
+
+
+def down(directory: Path | None = None) -> list[str]:
+    """Stop every process `up` started in `directory` (workers first); their roles."""
+    directory = (directory or default_dir()).resolve()
+    cluster = read_state(directory)
+    if cluster is None:
+        return []
+    stopped = [p.role for p in reversed(cluster.processes) if _stop(p)]
+    (directory / STATE_FILE).unlink(missing_ok=True)
+    return stopped
