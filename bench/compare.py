@@ -486,7 +486,8 @@ def measure_latency(
     try:
         warm = 10 * args.partitions
         producer.burst(WARM_UP_KEY, warm)
-        while counter.count(target) < warm:  # the replicator is up and copying
+        # The replicator is up and copying, in its steady state (ferry: Spark's tasks).
+        while counter.count(target) < warm or not replicator.steady(run_dir):
             proc.sample()
             if proc.poll() is not None:
                 raise RuntimeError(f"{replicator.name} exited:\n{proc.stderr_tail()}")

@@ -58,6 +58,11 @@ class Ferry:
     def cleanup(self, topic: str) -> None:
         cleanup_topics(self.bootstraps[1], [self.target(topic)])
 
+    def steady(self, run_dir: Path) -> bool:
+        """Spark's tasks copy: the driver's head start (which copies while Spark starts,
+        competing with it for the CPU) is over."""
+        return not (run_dir / "state" / "A-to-B" / "head-start").exists()
+
 
 class MirrorMaker2:
     name = "mm2"
@@ -79,6 +84,9 @@ class MirrorMaker2:
         properties = java_tools.write_properties(run_dir / "mm2.properties", settings)
         log_config = java_tools.write_log_config(run_dir, "mm2")
         return MeasuredProcess(java_tools.mm2_command(properties, log_config), run_dir / "mm2")
+
+    def steady(self, run_dir: Path) -> bool:
+        return True
 
     def cleanup(self, topic: str) -> None:
         run_id = self._run_ids.pop(topic, None)

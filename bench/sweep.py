@@ -84,6 +84,8 @@ class Replicator(Protocol):
 
     def cleanup(self, topic: str) -> None: ...
 
+    def steady(self, run_dir: Path) -> bool: ...
+
 
 @dataclass
 class SweepSettings:
@@ -318,9 +320,12 @@ def sweep_replicator(
     )
     producer = PacedProducer(bootstrap_a, topic, settings.partitions, values)
     copies = Target(bootstrap_b, target, counter)
-    proc = replicator.start(work / f"sweep-{replicator.name}", topic, once=False)
+    run_dir = work / f"sweep-{replicator.name}"
+    proc = replicator.start(run_dir, topic, once=False)
     try:
-        ready = wait_until_copying(proc, producer, copies, 10 * settings.partitions)
+        ready = wait_until_copying(
+            proc, producer, copies, 10 * settings.partitions, lambda: replicator.steady(run_dir)
+        )
         note(
             f"sweep: {replicator.name} copying after {ready:.1f} s; settling for "
             f"{settings.settle:.0f} s at {settings.rates[0]:,.0f}/s"
@@ -344,12 +349,17 @@ def sweep_replicator(
 
 
 def wait_until_copying(
-    proc: MeasuredProcess, producer: PacedProducer, target: Target, count: int
+    proc: MeasuredProcess,
+    producer: PacedProducer,
+    target: Target,
+    count: int,
+    steady: Callable[[], bool] = lambda: True,
 ) -> float:
-    """Produce `count` warm-up records and wait until the target holds them: the replicator
-    is up and copying. Seconds since the replicator started."""
+    """Produce `count` warm-up records and wait until the target holds them and the
+    replicator is `steady` (ferry: Spark's tasks copy, its head start over). Seconds since
+    the replicator started."""
     producer.burst(WARM_UP_KEY, count)
-    while target.count() < count:
+    while target.count() < count or not steady():
         _check_running(proc)
         if time.monotonic() - proc.began > READY_TIMEOUT:
             raise TimeoutError(f"{proc.log.name} copied nothing in {READY_TIMEOUT:.0f} s")
