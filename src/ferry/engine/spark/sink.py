@@ -32,6 +32,7 @@ from ferry.engine.copy.client_settings import (
     progress_consumer_settings,
 )
 from ferry.engine.copy.exactly_once import (
+    ProducerFor,
     TransactionalSettings,
     committed_positions,
     copy_bin_exactly_once,
@@ -223,9 +224,7 @@ class MirrorSink(DataSourceStreamWriter):
 
             def drop() -> None:
                 worker_clients.evict(consumer_conf, {})
-                worker_clients.evict_transactional(
-                    [settings.for_partition(r.topic, r.partition) for r in ranges]
-                )
+                worker_clients.evict_transactional(settings.for_ranges(ranges))
 
             results = _dropping_clients_on_failure(lease_exactly_once, drop)
             return BinReport(results, time.monotonic() - began)
@@ -278,18 +277,17 @@ class MirrorSink(DataSourceStreamWriter):
         consumer.unassign()
         return BinReport(results, time.monotonic() - began)
 
-    def _transactional(
-        self, ctx: CopyContext
-    ) -> tuple[TransactionalSettings, Callable[[str, int, bool], Any]]:
-        """Exactly-once: the settings of each partition's producer, and `producer_for(topic,
-        partition, fresh)`, the started one from this worker's cache (`fresh`: a new one)."""
+    def _transactional(self, ctx: CopyContext) -> tuple[TransactionalSettings, ProducerFor]:
+        """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
+        partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
+        one)."""
         from ferry.engine.copy import worker_clients
 
         settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
 
-        def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+        def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
             return worker_clients.transactional_producer(
-                settings.for_partition(topic, partition), fresh
+                settings.for_partition(topic, partition, parity), fresh
             )
 
         return settings, producer_for
