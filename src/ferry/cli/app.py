@@ -376,6 +376,13 @@ def _print_status(flows: list[Any]) -> None:
                 p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
             )
         out.print(table)
+        for name, e in f.executors.items():
+            out.print(
+                f"  executor {name} on {e['host']}: {len(e['partitions'])} partitions now, "
+                f"{e['records_per_second']:,.0f} records/s, {e['records']:,} records copied"
+            )
+        if f.spark_ui:
+            out.print(f"  Spark UI: {f.spark_ui}")
         for error in f.errors:
             err.print(f"flow {f.flow}: {error}")
 
