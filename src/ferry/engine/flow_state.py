@@ -107,9 +107,10 @@ class FlowState:
         return stats
 
     def _live(self) -> dict[str, list[dict[str, Any]]]:
-        return {name: list(task.partitions) for name, task in self._live_reports().items()}
+        return {name: list(task.partitions) for name, task in self.running_tasks().items()}
 
-    def _live_reports(self) -> dict[str, TaskReport]:
+    def running_tasks(self) -> dict[str, TaskReport]:
+        """The running lease's tasks' latest reports, by task (attempt) name."""
         live: dict[str, TaskReport] = {}
         for path in sorted(self.live_dir.glob("*.json")):
             try:
@@ -153,7 +154,7 @@ class FlowState:
         """Which executor copies what, and how fast (see engine/executors.py)."""
         stats = self._read("stats.json")
         absorbed = set(stats.get("absorbed", ()))
-        running = [t for name, t in self._live_reports().items() if name not in absorbed]
+        running = [t for name, t in self.running_tasks().items() if name not in absorbed]
         return summarize(running, stats.get("executors", {}), time.time() if now is None else now)
 
     def absorb_leases(
@@ -163,7 +164,7 @@ class FlowState:
         becomes part of `stats.json`, and their files go. With the previous lease of the same
         run, the gap between them (the previous one's last task ending, this one's first task
         starting: nobody copied then) is recorded: the last, the worst, and the count."""
-        reports = self._live_reports()
+        reports = self.running_tasks()
         live = {name: list(task.partitions) for name, task in reports.items()}
         stats = self._read("stats.json")
         _accumulate(stats, [p for partitions in live.values() for p in partitions])
