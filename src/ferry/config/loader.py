@@ -37,8 +37,10 @@ from ferry.config.model import (
     FlowConfig,
     PolicySpec,
 )
+from ferry.config.providers import PROVIDER_CLASSES, PROVIDER_PARAMS, ProviderError, Providers
 from ferry.errors import ConfigError, UnsafeConfigError
 from ferry.policy import policy_for
+from ferry.secrets import is_secret_key, register
 
 __all__ = ["load_config", "parse_entries"]
 
@@ -106,6 +108,75 @@ class _Builder:
             self.entries[key] = entry._replace(key=key, value=entry.value.strip())
         self.ignored: list[str] = []
         self.notes: list[str] = []
+        # Secret settings: key -> the provider references its value came from (none: the file).
+        self.secrets: dict[str, tuple[str, ...]] = {}
+        self.resolve_references()
+
+    # --- config providers and secrets -----------------------------------------------------
+
+    def resolve_references(self) -> None:
+        """Replace every ${provider:...} reference by its value, and register each secret
+        value (see ferry.secrets) before anything could print it."""
+        providers = self.providers()
+        for key, entry in list(self.entries.items()):
+            try:
+                value, refs = providers.resolve(entry.value)
+                items = entry.items
+                if items is not None:
+                    items = tuple(providers.resolve(item)[0] for item in items)
+            except ProviderError as exc:
+                raise self.error(entry, str(exc)) from None
+            if is_secret_key(key):
+                register(value)
+                self.secrets[key] = tuple(ref.text for ref in refs)
+            self.entries[key] = entry._replace(value=value, items=items)
+
+    def providers(self) -> Providers:
+        """MM2's `config.providers` declarations (taken out of the entries), as Providers."""
+        names_entry = self.entries.pop("config.providers", None)
+        declared = {
+            e.key: self.entries.pop(e.key)
+            for e in list(self.entries.values())
+            if e.key.startswith("config.providers.")
+        }
+        names = list(_list_items(names_entry)) if names_entry is not None else []
+        kinds: dict[str, str] = {}
+        params: dict[str, dict[str, str]] = {}
+        for key, entry in declared.items():
+            name, _, setting = key.removeprefix("config.providers.").partition(".")
+            if name not in names:
+                raise self.error(entry, f"provider '{name}' is not listed in config.providers")
+            if setting == "class":
+                kind = PROVIDER_CLASSES.get(entry.value) or PROVIDER_CLASSES.get(
+                    f"org.apache.kafka.common.config.provider.{entry.value}"
+                )
+                if kind is None:
+                    allowed = ", ".join(c.rsplit(".", 1)[-1] for c in PROVIDER_CLASSES)
+                    raise self.error(
+                        entry,
+                        f"'{entry.value}' is a config provider ferry cannot run; "
+                        f"allowed: {allowed}",
+                    )
+                kinds[name] = kind
+        missing = [name for name in names if name not in kinds]
+        if missing and names_entry is not None:
+            raise self.error(
+                names_entry, f"provider '{missing[0]}' has no config.providers.{missing[0]}.class"
+            )
+        for key, entry in declared.items():
+            name, _, setting = key.removeprefix("config.providers.").partition(".")
+            if setting == "class":
+                continue
+            param = setting.removeprefix("param.")
+            allowed_params = PROVIDER_PARAMS[kinds[name]]
+            if not setting.startswith("param.") or param not in allowed_params:
+                raise self.error(
+                    entry,
+                    f"'{setting}' is not a setting of provider '{name}'; allowed: class, "
+                    + ", ".join(f"param.{p}" for p in allowed_params),
+                )
+            params.setdefault(name, {})[param] = entry.value
+        return Providers(kinds, params, self.base_dir)
 
     # --- errors ---------------------------------------------------------------------------
 
@@ -180,6 +251,7 @@ class _Builder:
             once_max_wait_seconds=once_max_wait,
             ignored_keys=tuple(self.ignored),
             notes=tuple(self.notes),
+            secrets=self.secrets,
         )
 
     def aliases(self) -> list[str]:
@@ -291,7 +363,9 @@ class _Builder:
     ) -> None:
         fail = self.failer(entry)
         if client_key == "sasl.jaas.config":
-            into.update(translate_jaas(entry.value, fail))
+            credentials = translate_jaas(entry.value, fail)
+            register(credentials["sasl.password"])
+            into.update(credentials)
             return
         if not check_client_key(client_key, role, fail):
             self.ignored.append(entry.key)
