@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import traceback
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -130,11 +131,17 @@ def install_log_redaction() -> None:
         if _pattern is not None:
             try:
                 message = record.getMessage()
-            except Exception:  # a bad format string: the handler will say so, unmasked nothing
+            except Exception:  # a bad format string: the handler reports it, with msg as is
+                record.msg = redact(str(record.msg))
                 return record
             cleaned = redact(message)
             if cleaned != message:
                 record.msg, record.args = cleaned, None
+            if record.exc_info and record.exc_info[0] is not None:
+                # A handler formats the traceback later, unless the text is already there.
+                trace = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+                if redact(trace) != trace:
+                    record.exc_text = redact(trace)
         return record
 
     logging.setLogRecordFactory(masked_record)

@@ -160,7 +160,8 @@ def _secret_config(directory: Path, bootstrap: str, topic: str, env_name: str) -
         "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "ferry.state.dir = state\nspark.master = local[2]\n"
-        "spark.eventLog.enabled = true\n"
+        # Uncompressed, so the password would be found in it.
+        "spark.eventLog.enabled = true\nspark.eventLog.compress = false\n"
         f"spark.eventLog.dir = {(directory / 'events').as_uri()}\n"
     )
     (directory / "events").mkdir()
@@ -181,12 +182,6 @@ def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     env = {env_name: FERRY_PASSWORD}
 
     outputs = {}
-    missing = run_ferry("validate", "-c", config)  # the variable is not set
-    assert missing.returncode == 1, missing.stdout + missing.stderr
-    assert f"key 'A.sasl.password': ${{env:{env_name}}}: " in missing.stderr, missing.stderr
-    assert f"environment variable {env_name} is not set" in missing.stderr, missing.stderr
-    outputs["validate without the variable"] = missing
-
     validate = run_ferry("validate", "-c", config, env=env)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert f"A.sasl.password (${{env:{env_name}}})" in validate.stdout, validate.stdout
@@ -196,10 +191,8 @@ def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout.splitlines()[-1])["A->B"]["records"] == 20, run.stdout
     outputs["run --once"] = run
-    print(run.stdout, run.stderr)
     for command in ("status", "doctor"):
         result = run_ferry(command, "-c", config, env=env)
-        print(command, result.stdout, result.stderr)
         assert result.returncode == 0, result.stdout + result.stderr
         outputs[command] = result
 
@@ -210,7 +203,7 @@ def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
         path for path in (tmp_path / "work").rglob("*") if path.is_file() and not path.is_symlink()
     ]
     events = [path for path in (tmp_path / "events").rglob("*") if path.is_file()]
-    assert events, "Spark wrote no event log"
+    assert any(b"SparkListenerEnvironmentUpdate" in path.read_bytes() for path in events), events
     assert (tmp_path / "work" / "state" / "spark.log") in written
     for path in written + events:
         assert FERRY_PASSWORD.encode() not in path.read_bytes(), f"{path} holds the password"

@@ -71,3 +71,8 @@ def test_a_registered_secret_is_hidden_in_any_text_a_stream_or_a_log_record(
     with caplog.at_level(logging.INFO, logger="ferry.test"):
         logging.getLogger("ferry.test").info("connecting with %s", "sEcReT-4411")
     assert caplog.records[-1].getMessage() == "connecting with [hidden]"
+    try:
+        raise ValueError("bad password sEcReT-4411")
+    except ValueError:
+        logging.getLogger("ferry.test").exception("failed")
+    assert "sEcReT-4411" not in caplog.text and "ValueError: bad password [hidden]" in caplog.text
