@@ -18,7 +18,6 @@ import logging
 import re
 import threading
 import traceback
-from collections.abc import Mapping
 from typing import Any, TextIO
 
 __all__ = [
@@ -28,7 +27,6 @@ __all__ = [
     "RedactingStream",
     "install_log_redaction",
     "is_secret_key",
-    "masked",
     "redact",
     "register",
 ]
@@ -85,14 +83,6 @@ def redact(text: str) -> str:
     if pattern is None or not text:
         return text
     return pattern.sub(HIDDEN, text)
-
-
-def masked(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`settings` fit to print: secret ones by name as `[hidden]`, the rest redacted."""
-    return {
-        key: HIDDEN if is_secret_key(key) else redact(value) if isinstance(value, str) else value
-        for key, value in settings.items()
-    }
 
 
 class RedactingStream:

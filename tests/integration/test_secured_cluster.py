@@ -25,6 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config import load_config
+from ferry.kafka import clients
 from tests.ferry_cli import run_ferry
 
 pytestmark = pytest.mark.integration
@@ -171,9 +172,9 @@ def _secret_config(directory: Path, bootstrap: str, topic: str, env_name: str) -
 def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     secured: str, tmp_path: Path, topic_name: str
 ) -> None:
-    admin = AdminClient({**ADMIN_CLIENT, "bootstrap.servers": secured})
+    admin = clients.admin_client({**ADMIN_CLIENT, "bootstrap.servers": secured})
     admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(timeout=30)
-    producer = Producer({**ADMIN_CLIENT, "bootstrap.servers": secured})
+    producer = clients.producer({**ADMIN_CLIENT, "bootstrap.servers": secured})
     for i in range(20):
         producer.produce(topic_name, f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0

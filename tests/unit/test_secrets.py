@@ -14,7 +14,6 @@ from ferry.secrets import (
     RedactingStream,
     install_log_redaction,
     is_secret_key,
-    masked,
     redact,
     register,
 )
@@ -45,7 +44,6 @@ def test_secret_settings_are_known_by_name_to_ferry_and_to_spark(key: str) -> No
 @pytest.mark.parametrize("key", PLAIN_KEYS)
 def test_other_settings_stay_readable(key: str) -> None:
     assert not is_secret_key(key)
-    assert masked({key: "value"}) == {key: "value"}
 
 
 def test_a_registered_secret_is_hidden_in_any_text_a_stream_or_a_log_record(
@@ -55,10 +53,6 @@ def test_a_registered_secret_is_hidden_in_any_text_a_stream_or_a_log_record(
     register("sEcReT-4411")
     register("sEcReT-4411-longer")  # masked whole, not as [hidden]-longer
     assert redact("pw=sEcReT-4411-longer; again sEcReT-4411") == "pw=[hidden]; again [hidden]"
-    assert masked({"sasl.password": "x", "note": "saw sEcReT-4411"}) == {
-        "sasl.password": "[hidden]",
-        "note": "saw [hidden]",
-    }
     register("ab")  # too short to mask inside other text: every "ab" would vanish
     assert redact("abc") == "abc"
 
