@@ -8,6 +8,7 @@ config file gives librdkafka working credentials.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,6 +193,8 @@ def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout.splitlines()[-1])["A->B"]["records"] == 20, run.stdout
     outputs["run --once"] = run
+    # Spark's JVM says what it says (WARNING: Using incubator modules...) in spark.log only.
+    assert not re.search(r"\bWARN(ING)?\b", run.stdout + run.stderr), run.stderr
     for command in ("status", "doctor"):
         result = run_ferry(command, "-c", config, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
