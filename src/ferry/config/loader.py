@@ -37,7 +37,7 @@ from ferry.config.model import (
     FlowConfig,
     PolicySpec,
 )
-from ferry.config.providers import PROVIDER_CLASSES, PROVIDER_PARAMS, ProviderError, Providers
+from ferry.config.providers import ProviderError, declared_providers
 from ferry.errors import ConfigError, UnsafeConfigError
 from ferry.policy import policy_for
 from ferry.secrets import is_secret_key, register
@@ -117,7 +117,7 @@ class _Builder:
     def resolve_references(self) -> None:
         """Replace every ${provider:...} reference by its value, and register each secret
         value (see ferry.secrets) before anything could print it."""
-        providers = self.providers()
+        providers = declared_providers(self.entries, self.base_dir, self.error)
         for key, entry in list(self.entries.items()):
             try:
                 value, refs = providers.resolve(entry.value)
@@ -130,53 +130,6 @@ class _Builder:
                 register(value)
                 self.secrets[key] = tuple(ref.text for ref in refs)
             self.entries[key] = entry._replace(value=value, items=items)
-
-    def providers(self) -> Providers:
-        """MM2's `config.providers` declarations (taken out of the entries), as Providers."""
-        names_entry = self.entries.pop("config.providers", None)
-        declared = {
-            e.key: self.entries.pop(e.key)
-            for e in list(self.entries.values())
-            if e.key.startswith("config.providers.")
-        }
-        names = list(_list_items(names_entry)) if names_entry is not None else []
-        kinds: dict[str, str] = {}
-        params: dict[str, dict[str, str]] = {}
-        for key, entry in declared.items():
-            name, _, setting = key.removeprefix("config.providers.").partition(".")
-            if name not in names:
-                raise self.error(entry, f"provider '{name}' is not listed in config.providers")
-            if setting == "class":
-                kind = PROVIDER_CLASSES.get(entry.value) or PROVIDER_CLASSES.get(
-                    f"org.apache.kafka.common.config.provider.{entry.value}"
-                )
-                if kind is None:
-                    allowed = ", ".join(c.rsplit(".", 1)[-1] for c in PROVIDER_CLASSES)
-                    raise self.error(
-                        entry,
-                        f"'{entry.value}' is a config provider ferry cannot run; "
-                        f"allowed: {allowed}",
-                    )
-                kinds[name] = kind
-        missing = [name for name in names if name not in kinds]
-        if missing and names_entry is not None:
-            raise self.error(
-                names_entry, f"provider '{missing[0]}' has no config.providers.{missing[0]}.class"
-            )
-        for key, entry in declared.items():
-            name, _, setting = key.removeprefix("config.providers.").partition(".")
-            if setting == "class":
-                continue
-            param = setting.removeprefix("param.")
-            allowed_params = PROVIDER_PARAMS[kinds[name]]
-            if not setting.startswith("param.") or param not in allowed_params:
-                raise self.error(
-                    entry,
-                    f"'{setting}' is not a setting of provider '{name}'; allowed: class, "
-                    + ", ".join(f"param.{p}" for p in allowed_params),
-                )
-            params.setdefault(name, {})[param] = entry.value
-        return Providers(kinds, params, self.base_dir)
 
     # --- errors ---------------------------------------------------------------------------
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.config.entries import entries_from_properties
+from ferry.config.entries import Entry, entries_from_properties
+from ferry.errors import ConfigError
 
 __all__ = [
     "PROVIDER_CLASSES",
@@ -33,6 +34,7 @@ __all__ = [
     "ProviderError",
     "Providers",
     "Reference",
+    "declared_providers",
     "references",
 ]
 
@@ -154,3 +156,50 @@ def _read(ref: Reference, path: Path) -> str:
         raise ProviderError(ref.text, f"no such file {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProviderError(ref.text, f"cannot read {path}: {exc.__class__.__name__}") from None
+
+
+def declared_providers(
+    entries: dict[str, Entry], base_dir: Path, error: Callable[[Entry, str], ConfigError]
+) -> Providers:
+    """MM2's `config.providers` declarations, taken out of `entries`, as Providers."""
+    names_entry = entries.pop("config.providers", None)
+    declared = {
+        key: entries.pop(key) for key in list(entries) if key.startswith("config.providers.")
+    }
+    names = [n.strip() for n in names_entry.value.split(",") if n.strip()] if names_entry else []
+    kinds: dict[str, str] = {}
+    params: dict[str, dict[str, str]] = {}
+    for key, entry in declared.items():
+        name, _, setting = key.removeprefix("config.providers.").partition(".")
+        if name not in names:
+            raise error(entry, f"provider '{name}' is not listed in config.providers")
+        if setting == "class":
+            kind = PROVIDER_CLASSES.get(entry.value) or PROVIDER_CLASSES.get(
+                f"org.apache.kafka.common.config.provider.{entry.value}"
+            )
+            if kind is None:
+                allowed = ", ".join(c.rsplit(".", 1)[-1] for c in PROVIDER_CLASSES)
+                raise error(
+                    entry,
+                    f"'{entry.value}' is a config provider ferry cannot run; allowed: {allowed}",
+                )
+            kinds[name] = kind
+    missing = [name for name in names if name not in kinds]
+    if missing and names_entry is not None:
+        raise error(
+            names_entry, f"provider '{missing[0]}' has no config.providers.{missing[0]}.class"
+        )
+    for key, entry in declared.items():
+        name, _, setting = key.removeprefix("config.providers.").partition(".")
+        if setting == "class":
+            continue
+        param = setting.removeprefix("param.")
+        allowed_params = PROVIDER_PARAMS[kinds[name]]
+        if not setting.startswith("param.") or param not in allowed_params:
+            raise error(
+                entry,
+                f"'{setting}' is not a setting of provider '{name}'; allowed: class, "
+                + ", ".join(f"param.{p}" for p in allowed_params),
+            )
+        params.setdefault(name, {})[param] = entry.value
+    return Providers(kinds, params, base_dir)
