@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclOperation,
@@ -89,7 +89,7 @@ def _config(tmp_path: Path, bootstrap: str, password: str) -> Path:
 def _produce(config: dict[str, str], topic: str) -> str | None:
     """Produce one record; the delivery error's name, or None when the broker acknowledged."""
     outcome: list[str | None] = []
-    producer = Producer({**config, "message.timeout.ms": "15000"})
+    producer = clients.producer({**config, "message.timeout.ms": "15000"})
     producer.produce(
         topic, b"v", on_delivery=lambda err, _msg: outcome.append(err.name() if err else None)
     )

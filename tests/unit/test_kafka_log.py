@@ -59,4 +59,12 @@ def test_a_line_that_is_not_about_reaching_the_cluster_changes_nothing(
     logger = quiet({"bootstrap.servers": "127.0.0.1:2"})["logger"]
     with caplog.at_level(logging.DEBUG):
         _librdkafka_says(logger, logging.WARNING, "CONFWARN", "Configuration property x is ignored")
+        # A broker closing an idle connection is no outage.
+        _librdkafka_says(
+            logger,
+            logging.INFO,
+            "FAIL",
+            "127.0.0.1:2/1: Disconnected (after 600012ms in state UP, 1 identical error(s) "
+            "suppressed)",
+        )
     assert not [r for r in caplog.records if r.name == "ferry.kafka"]

@@ -29,10 +29,11 @@ KAFKA_LOGGER.addHandler(logging.NullHandler())
 KAFKA_LOGGER.propagate = False
 CLUSTER_LOGGER = logging.getLogger("ferry.kafka")
 
-# librdkafka's lines that mean the cluster is not there (not: it refused our credentials).
+# librdkafka's lines that mean the cluster is not there. Not "Disconnected": brokers close
+# idle connections (connections.max.idle.ms), and librdkafka says so without anything wrong;
+# a broker that is gone shows as failed reconnects right after.
 _UNREACHABLE = re.compile(
-    r"Connect to .* failed|brokers are down|Connection refused|Failed to resolve|"
-    r"timed out|Disconnected",
+    r"Connect to .* failed|brokers are down|Failed to resolve|timed out in state CONNECT",
     re.IGNORECASE,
 )
 
