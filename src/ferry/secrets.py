@@ -3,13 +3,14 @@
 A password printed once (in an error, a log line, Spark's log) is a password leaked: the
 console is copied into tickets, logs are shipped to other teams. So the loader registers every
 secret value it reads (settings whose name says they are secret, such as `sasl.password` or
-`sasl.jaas.config`, and every value that came from a config provider, `${env:...}` or
-`${file:...}`), and everything ferry prints goes through `redact`, which replaces each
-registered value by `[hidden]`. Masking by value, not by key, also catches a secret quoted
-inside someone else's message (a librdkafka error, a traceback).
+`sasl.jaas.config`, whether written in the file or read through a config provider such as
+`${env:...}`), and everything the `ferry` command prints or logs goes through `redact`, which
+replaces each registered value by `[hidden]`. Masking by value, not by key, also catches a
+secret quoted inside someone else's message (a librdkafka error, a traceback).
 
-No I/O; the registry is per process (Spark's Python workers never print to the console: their
-errors travel to the driver, which masks them there).
+No I/O; the registry is per process. Spark's Python workers register nothing: they print
+nothing to the console (their stderr goes to spark.log with the JVM's), and their errors
+travel to the driver, which masks them where it prints them.
 """
 
 from __future__ import annotations
