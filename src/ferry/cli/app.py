@@ -392,7 +392,10 @@ def audit(
     config: ConfigOption,
     flow: Annotated[
         str | None,
-        typer.Option(help="Audit this flow only, e.g. A->B [default: every enabled flow]"),
+        typer.Option(
+            help="Audit this flow only, e.g. A->B, or a chain of flows end to end, A->B->C "
+            "(A->C finds the chain) [default: every enabled flow]"
+        ),
     ] = None,
     topics: Annotated[str, typer.Option(help="Source topics to audit (a regex)")] = ".*",
     since: Annotated[
@@ -416,6 +419,7 @@ def audit(
     import time
 
     from ferry.audit import diff, report
+    from ferry.audit.chain import chain_flows
     from ferry.audit.spark_job import audit_flows
     from ferry.errors import ConfigError
 
@@ -427,19 +431,9 @@ def audit(
         until_ms = None if until is None else diff.parse_time(until, now_ms)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if flow is None:
-        flows = list(cfg.enabled_flows)
-    else:
-        source, _, target = flow.partition("->")
-        try:
-            flows = [cfg.flow(source.strip(), target.strip())]
-        except KeyError:
-            raise ConfigError(
-                f"no flow '{flow}' in {config}; flows are named SOURCE->TARGET, e.g. "
-                + ", ".join(f.name for f in cfg.flows[:3])
-            ) from None
+    chains = [[f] for f in cfg.enabled_flows] if flow is None else [chain_flows(cfg.flows, flow)]
     results = audit_flows(
-        cfg, flows, topics=topics, bucket_ms=bucket_ms, since_ms=since_ms, until_ms=until_ms
+        cfg, chains, topics=topics, bucket_ms=bucket_ms, since_ms=since_ms, until_ms=until_ms
     )
     document = report.to_json(results, bucket_ms)
     if out_dir is not None:
