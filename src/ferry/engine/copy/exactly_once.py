@@ -376,6 +376,9 @@ def run_lease_exactly_once(
         ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
     )
     group = progress.consumer_group_metadata()
+    # One slice's commit markers land among the next slice's copies: only per-record delivery
+    # reports tell each copy's offset then (a chunk's span would look like another writer's).
+    tracker.track_per_record([(r.remote_topic, r.partition) for r in ranges])
     pipeline = CommitPipeline()
     slices = 0
 
