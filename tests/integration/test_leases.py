@@ -90,13 +90,16 @@ def _copies_per_origin(bootstrap: str, topic: str, partitions: int) -> Counter[A
 class SteadyProducer:
     """Writes `per_tick` records to each partition every 20 ms until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, per_tick: int = 2) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, per_tick: int = 2, pad: int = 0
+    ) -> None:
         self.bootstrap, self.topic, self.partitions, self.per_tick = (
             bootstrap,
             topic,
             partitions,
             per_tick,
         )
+        self.pad = b"." * pad  # bytes added to each value
         self.sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -112,7 +115,7 @@ class SteadyProducer:
     def _loop(self) -> None:
         while not self._stop.is_set():
             records = [
-                Rec(p, None, f"{self.sent + i}".encode(), (), 0)
+                Rec(p, None, f"{self.sent + i}".encode() + self.pad, (), 0)
                 for p in range(self.partitions)
                 for i in range(self.per_tick)
             ]
@@ -245,6 +248,34 @@ def test_a_python_worker_killed_mid_lease_hands_its_lease_to_a_retry(
     else:
         # At most what was copied in one slice, at 100 records/s per partition.
         assert duplicated <= 2 * 100 * (COMMIT_MS / 1000 + 1)
+
+
+def test_exactly_once_slices_commit_while_the_next_copies_without_a_retry(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 4)
+    eos = {"exactly.once.source.support": "enabled", "ferry.commit.interval.ms": 100}
+    # One task copies all four partitions: its slices' commits overlap its copies most.
+    config = _config(tmp_path, kafka_clusters, topic_name, **eos, **{"ferry.bins": 1})
+    remote = f"A.{topic_name}"
+    state = FlowState(tmp_path / "state" / "A-to-B")
+    attempts: set[str] = set()
+
+    with SteadyProducer(a, topic_name, 4, per_tick=50, pad=1000) as producer:
+
+        def meanwhile() -> None:
+            wait_for(lambda: record_count(b, remote) > 30_000, 120, "copying 30,000 records")
+            attempts.update(name.split("-")[1] for name in state.running_tasks())
+
+        progress = run_beside(Runner(load_config(config), spark=spark), meanwhile)
+    # Each slice's commit markers land among the next slice's copies; were they taken for
+    # another writer's records, the task would fail and be retried (attempt 1, 2, ...).
+    assert attempts == {"0"}, f"task attempts seen: {attempts}"
+    assert progress[0].restarts == 0
+    run_once(config, spark)
+    copies = _copies_per_origin(b, remote, 4)
+    assert len(copies) == producer.sent and set(copies.values()) == {1}
 
 
 def test_topic_and_partition_added_mid_lease_are_copied_without_waiting_for_its_end(
