@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ferry.cli.api_commands import flows_app, topics_app
 from ferry.cli.cluster_commands import pack, spark_app
 from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
@@ -29,6 +30,8 @@ local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, f
 app.add_typer(local_app, name="local")
 local_app.add_typer(spark_app, name="spark")
 app.command("pack")(pack)
+app.add_typer(topics_app, name="topics")
+app.add_typer(flows_app, name="flows")
 
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
@@ -170,10 +173,18 @@ def run(
         int | None,
         typer.Option(help="Serve Prometheus /metrics and /healthz on 127.0.0.1:PORT (0: any)"),
     ] = None,
+    api_port: Annotated[
+        int | None,
+        typer.Option(help="Serve the control API (topics, pause, failover) on PORT (0: any)"),
+    ] = None,
+    api_host: Annotated[
+        str, typer.Option(help="Where the API listens; not loopback only with a token")
+    ] = "127.0.0.1",
 ) -> None:
     """Replicate every enabled flow (one Spark streaming query each) until stopped."""
     from ferry.cli.progress_view import ProgressView, summary_table
     from ferry.config import load_config
+    from ferry.control.controller import Controller
     from ferry.engine.runner import Runner
 
     cfg = load_config(config)
@@ -184,6 +195,8 @@ def run(
             f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
             f"{cfg.clusters[flow.target].bootstrap_servers}"
         )
+    controller = Controller.of(cfg, lambda m: err.print(m))
+    controller.restore()  # what the API last said, before anything copies
     with ProgressView(err) as view:
         runner = Runner(
             cfg,
@@ -192,7 +205,18 @@ def run(
             on_notice=lambda m: err.print(m),
             metrics_port=metrics_port,
         )
-        flows = runner.run()
+        api = None
+        if api_port is not None:
+            from ferry.api.server import serve
+
+            api = serve(cfg, controller, runner.flow_conditions, api_host, api_port)
+            err.print(f"API on {api.url} (OpenAPI document: {api.url}/openapi.json)")
+        try:
+            flows = runner.run()
+        finally:
+            if api is not None:
+                api.stop()
+            controller.close()
     if as_json:
         print(
             json.dumps(
