@@ -7,8 +7,6 @@ Change endpoints answer the flow's override after the change; refusals are JSON
 made, 503 when a cluster the change needs does not answer.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Annotated, Any
 
