@@ -24,7 +24,6 @@ import pytest
 
 from ferry.config import load_config
 from ferry.control.controller import Controller
-from ferry.control.model import FlowControl
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner
 from ferry.local.broker import BrokerProcess
@@ -52,6 +51,7 @@ class FerryRun:
     a: str
     b: str
     base: str  # the topic the config file selects
+    config_topic: str  # the control topic on B
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
@@ -94,6 +94,19 @@ class FerryRun:
         assert response.status_code == 200, (response.status_code, response.text)
         return response.json()
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`ferry <args> -c CONFIG`, with the token in its environment; must succeed."""
+        result = subprocess.run(
+            [sys.executable, "-m", "ferry", *args, "-c", str(self.config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "FERRY_API_TOKEN": TOKEN, "COLUMNS": "200"},
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
     def log_tail(self) -> str:
         return self.log.read_text()[-4000:] if self.log.exists() else ""
 
@@ -124,7 +137,15 @@ def ferry(
             "api.control.topic": f"ferry-control-{prefix}.internal",
         },
     )
-    run = FerryRun(config, directory / "state", directory / "ferry.log", a, b, base)
+    run = FerryRun(
+        config,
+        directory / "state",
+        directory / "ferry.log",
+        a,
+        b,
+        base,
+        f"ferry-control-{prefix}.internal",
+    )
     run.start()
     try:
         yield run
@@ -217,7 +238,9 @@ def test_pause_holds_the_position_and_resume_catches_up_with_nothing_lost(
 
     flow = FlowState(ferry.state / "A-to-B")
     running = flow.stats().get("lease")
-    assert ferry.ok("POST", "/api/v1/flows/A/B/pause")["paused"] is True
+    # From the command line, which finds the API through the state dir.
+    paused = ferry.cli("flows", "pause", "--flow", "A->B")
+    assert paused.stdout.startswith("flow A->B: paused; added "), paused.stdout
     assert ferry.ok("GET", "/api/v1/flows/A/B")["state"] == "paused"
     # The running lease ends (its tasks see the replan marker) and no other is planned.
     wait_for(lambda: flow.stats().get("lease") != running, 60, "the lease ended", ferry)
@@ -228,7 +251,8 @@ def test_pause_holds_the_position_and_resume_catches_up_with_nothing_lost(
     )
     assert record_count(b, remote) == 50
 
-    assert ferry.ok("POST", "/api/v1/flows/A/B/resume")["paused"] is False
+    assert ferry.cli("flows", "resume", "--flow", "A->B").stdout.startswith("flow A->B: running")
+    assert topic in ferry.cli("topics", "list", "--flow", "A->B").stdout.splitlines()
     wait_for(lambda: record_count(b, remote) == 250, 60, "the paused records copied", ferry)
     values = _values(b, remote, 1, 250)
     assert values == [f"before-{i}".encode() for i in range(50)] + [
@@ -251,8 +275,12 @@ def test_changes_survive_a_restart(ferry: FerryRun, topic_name: str, spark: Any)
     for topic in (kept, dropped):
         remote = f"A.{topic}"
         wait_for(lambda r=remote: record_count(b, r) == 20, 60, f"{remote} copied", ferry)
-    ferry.ok("DELETE", f"/api/v1/flows/A/B/topics/{dropped}")
+    removed = ferry.cli("topics", "remove", "--flow", "A->B", dropped)
+    assert f"removed {dropped}" in removed.stdout
     ferry.stop()
+    shown = ferry.cli("validate").stdout
+    assert f"control state ({ferry.config_topic} on B): flow A->B: topics added: " in shown
+    assert f"topics removed: {dropped}" in shown
     produce(a, kept, _records(20, "while-stopped"))
     produce(a, dropped, _records(20, "while-stopped"))
 
@@ -261,11 +289,10 @@ def test_changes_survive_a_restart(ferry: FerryRun, topic_name: str, spark: Any)
     config = load_config(ferry.config)
     notices: list[str] = []
     restored = Controller.of(config, notices.append).restore()
-    assert restored["A->B"] == FlowControl(frozenset({kept}), frozenset({dropped}))
-    assert notices == [
-        f"flow A->B: topics added: {kept}; topics removed: {dropped}, as recorded in "
-        f"{config.api.control_topic} on B"
-    ]
+    control = restored["A->B"]
+    assert kept in control.added and dropped in control.removed and not control.paused
+    assert len(notices) == 1 and notices[0].startswith("flow A->B: topics added: ")
+    assert notices[0].endswith(f"as recorded in {config.api.control_topic} on B")
     base = f"A.{ferry.base}"
     before = record_count(b, base)
 

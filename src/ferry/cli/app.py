@@ -132,6 +132,30 @@ def validate(config: ConfigOption) -> None:
             f"exactly-once {'on' if flow.exactly_once else 'off'}"
         )
     out.print(f"  state dir: {cfg.state_dir}")
+    _print_control_state(cfg)
+
+
+def _print_control_state(cfg: Any) -> None:
+    """What the API changed (topics, pause), as the control topic keeps it for the next start."""
+    from ferry.control.controller import describe
+    from ferry.control.log import ControlLog
+
+    api = cfg.api
+    if api.control_cluster is None:
+        out.print("  control state: not kept (set api.control.cluster to keep API changes)")
+        return
+    log = ControlLog(cfg.clusters[api.control_cluster], api.control_topic, timeout=5)
+    try:
+        saved = log.read()
+    except FerryError as exc:
+        err.print(f"note: could not read the control state: {exc}")
+        return
+    where = f"{api.control_topic} on {api.control_cluster}"
+    changed = {name: c for name, c in saved.items() if not c.empty}
+    if not changed:
+        out.print(f"  control state ({where}): no change made over the API")
+    for name, control in sorted(changed.items()):
+        out.print(f"  control state ({where}): flow {name}: {describe(control)}")
 
 
 def _check_topology(cfg: Any, config: Path, command: str) -> Any:
