@@ -27,6 +27,7 @@ from ferry.control.controller import Controller
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner
 from ferry.local.broker import BrokerProcess
+from tests.integration.group_helpers import commit_group
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, record_count
 from tests.integration.kafka_helpers import wait_for as _wait_for
 from tests.integration.replication_setup import run_beside, write_config
@@ -213,6 +214,16 @@ def test_a_topic_added_is_copied_exactly_and_once_removed_stops_growing(
         (r.partition, r.key, r.value) for r in sent
     )
     assert extra in ferry.ok("GET", "/api/v1/flows/A/B")["topics"]
+    # A group on the added topic fails over like one on a topic the file names.
+    group = f"{topic_name}-group"
+    commit_group(a, group, {(extra, 0): 30, (extra, 1): 60})
+    body = {"group": group, "from": "A", "to": "B", "dry_run": True}
+    plan = ferry.ok("POST", "/api/v1/failover", json=body)
+    assert plan["committed"] is False and plan["not_replicated"] == []
+    assert sorted((p["target_topic"], p["partition"], p["offset"]) for p in plan["positions"]) == [
+        (remote, 0, 30),
+        (remote, 1, 60),
+    ]
 
     control = ferry.ok("DELETE", f"/api/v1/flows/A/B/topics/{extra}")
     assert control == {"added": [], "removed": [extra], "paused": False}

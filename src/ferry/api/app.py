@@ -40,15 +40,26 @@ class FailoverRequest(BaseModel):
     from_checkpoints: bool = False
 
 
-def run_failover(config: Any) -> Failover:
-    """What `ferry failover` does, against `config`'s clusters."""
+def run_failover(controller: Controller) -> Failover:
+    """What `ferry failover` does, against the controller's clusters; topics added or removed
+    over the API count as replicated or not as they are now."""
+    config = controller.config
 
     def failover(
         group: str, from_alias: str, to_alias: str, dry_run: bool, from_checkpoints: bool
     ) -> dict[str, Any]:
         from ferry.offsets.failover import apply_failover, plan_failover
 
-        plan = plan_failover(config, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
+        name = f"{from_alias}->{to_alias}"
+        control = controller.states[name].control() if name in controller.states else None
+        plan = plan_failover(
+            config,
+            group,
+            from_alias,
+            to_alias,
+            from_checkpoints=from_checkpoints,
+            control=control,
+        )
         if not dry_run:
             apply_failover(config, plan)
         result: dict[str, Any] = plan.as_json()
@@ -82,7 +93,7 @@ def create_app(
         version="1",
     )
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(authorized)])
-    run_failover_ = failover or run_failover(controller.config)
+    run_failover_ = failover or run_failover(controller)
 
     @app.exception_handler(FerryError)
     def refused(_request: Request, exc: FerryError) -> JSONResponse:

@@ -311,10 +311,26 @@ def translate(
     from ferry.config import load_config
     from ferry.offsets.failover import plan_failover
 
+    cfg = load_config(config)
+    control = _recorded_control(cfg, from_alias, to_alias)
     plan = plan_failover(
-        load_config(config), group, from_alias, to_alias, from_checkpoints=from_checkpoints
+        cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
     )
     _print_plan(plan, as_json)
+
+
+def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
+    """What the API changed about the flow (topics added or removed), if it is recorded."""
+    from ferry.control.log import recorded_control
+
+    try:
+        return recorded_control(cfg, from_alias, to_alias)
+    except FerryError as exc:
+        err.print(
+            f"note: could not read the control state ({exc}); topics added or removed over "
+            "the API count as the config file says"
+        )
+        return None
 
 
 @app.command()
@@ -340,8 +356,11 @@ def failover(
     from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
 
     cfg = load_config(config)
+    control = _recorded_control(cfg, from_alias, to_alias)
     planner = plan_failover_by_timestamp if by_timestamp else plan_failover
-    plan = planner(cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
+    plan = planner(
+        cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
+    )
     if not dry_run:
         apply_failover(cfg, plan)
     _print_plan(plan, as_json)

@@ -16,14 +16,14 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from ferry.config.model import ClusterConfig
+from ferry.config.model import ClusterConfig, FerryConfig
 from ferry.control.model import FlowControl
 from ferry.errors import ReplicationError
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.kafka.topic_reader import TopicTail
 
-__all__ = ["ControlLog"]
+__all__ = ["ControlLog", "recorded_control"]
 
 
 class ControlLog:
@@ -103,3 +103,13 @@ class ControlLog:
         if self._producer is not None:
             self._producer.flush(self._timeout)
             self._producer = None
+
+
+def recorded_control(config: FerryConfig, source: str, target: str) -> FlowControl | None:
+    """Flow `source->target`'s override as the control topic records it; None without
+    `api.control.cluster`. For commands beside `ferry run` (failover, translate)."""
+    api = config.api
+    if api.control_cluster is None:
+        return None
+    log = ControlLog(config.clusters[api.control_cluster], api.control_topic, timeout=10)
+    return log.read().get(f"{source}->{target}", FlowControl())

@@ -179,7 +179,10 @@ class Runner:
                 self._start(spark, f)
             leases = [(f.flow, f.state) for f in flows if f.spec.leased]
             watch = AssignmentWatch(self.config, leases, lambda: self._stopping).start()
-            control = plane = ControlPlane(self.config, self._notice, self._reach)
+            states = {f.flow.name: f.state for f in flows}
+            control = plane = ControlPlane(
+                self.config, self._notice, self._reach, lambda flow: states[flow.name].control()
+            )
             if not self.once:
                 plane.start()
             self._watch(spark, flows)
