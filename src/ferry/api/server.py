@@ -55,6 +55,7 @@ class ApiServer:
             log_config=None,
             log_level="warning",
             access_log=False,
+            timeout_graceful_shutdown=2,  # a client's idle keep-alive must not hold up a stop
             ssl_certfile=str(config.api.ssl_certfile) if config.api.ssl_certfile else None,
             ssl_keyfile=str(config.api.ssl_keyfile) if config.api.ssl_keyfile else None,
         )
