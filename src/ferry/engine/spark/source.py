@@ -143,7 +143,10 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # stays where the last one committed it.
             return _nested(start)
         if self._available_now is None:
-            self._refresh()
+            replan = self.state.replan_marker.exists()  # the API changed the flow's topics
+            self._refresh(force=replan)
+            if replan:
+                self.state.replan_marker.unlink(missing_ok=True)
             latest = self._end_offsets("latest")
         else:
             latest = dict(self._available_now)
@@ -176,7 +179,10 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_bytes=None if unlimited else self.flow.batch_caps[1],
             record_bytes=self.state.record_bytes(),
         )
-        result = dict(start)
+        # A topic removed over the API leaves the plan (were it kept, every batch would look
+        # for it); added again, it resumes from the flow's position on the target.
+        removed = self.state.control().removed
+        result = {tp: offset for tp, offset in start.items() if tp[0] not in removed}
         for tp, end in ends.items():
             if end != begin[tp] or tp in start:
                 result[tp] = end
