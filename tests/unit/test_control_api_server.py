@@ -103,3 +103,16 @@ def test_a_taken_port_fails_at_once_and_no_token_off_loopback_is_refused(
             serve(config, Controller(config, print), dict, "127.0.0.1", port)
     with pytest.raises(FerryError, match="no token"):
         serve(config, Controller(config, print), dict, "0.0.0.0", 0)
+
+
+def test_the_cli_says_how_to_reach_the_api_and_how_to_write_a_flow(tmp_path: Path) -> None:
+    from tests.ferry_cli import run_ferry
+
+    config = _config(tmp_path)
+    assert config.path is not None
+    bad_flow = run_ferry("topics", "add", "-c", str(config.path), "--flow", "AB", "t", timeout=60)
+    assert bad_flow.returncode == 1
+    assert "--flow 'AB': write it as SOURCE->TARGET" in bad_flow.stderr
+    no_api = run_ferry("flows", "pause", "-c", str(config.path), "--flow", "A->B", timeout=60)
+    assert no_api.returncode == 1 and "Traceback" not in no_api.stderr
+    assert "no running ferry API found" in no_api.stderr

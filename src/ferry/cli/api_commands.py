@@ -37,7 +37,7 @@ def _client(config: Path, url: str | None) -> Any:
 def _flow_path(flow: str) -> str:
     source, arrow, target = flow.partition("->")
     if not arrow or not source or not target:
-        raise FerryError(f"--flow {flow!r}: write it as SOURCE->TARGET, e.g. A->B")
+        raise FerryError(f"--flow '{flow}': write it as SOURCE->TARGET, e.g. A->B")
     return f"/flows/{source}/{target}"
 
 
@@ -53,7 +53,8 @@ def _say(flow: str, control: dict[str, Any]) -> None:
 @topics_app.command("add")
 def topics_add(config: ConfigOption, flow: FlowOption, topic: str, url: UrlOption = None) -> None:
     """Start copying a source topic (created on the target as usual), without a restart."""
-    _say(flow, _client(config, url).call("POST", f"{_flow_path(flow)}/topics", {"topic": topic}))
+    path = _flow_path(flow)
+    _say(flow, _client(config, url).call("POST", f"{path}/topics", {"topic": topic}))
 
 
 @topics_app.command("remove")
@@ -61,7 +62,8 @@ def topics_remove(
     config: ConfigOption, flow: FlowOption, topic: str, url: UrlOption = None
 ) -> None:
     """Stop copying a topic; its copy on the target and the data in it stay."""
-    _say(flow, _client(config, url).call("DELETE", f"{_flow_path(flow)}/topics/{topic}"))
+    path = _flow_path(flow)
+    _say(flow, _client(config, url).call("DELETE", f"{path}/topics/{topic}"))
 
 
 @topics_app.command("list")
@@ -69,7 +71,8 @@ def topics_list(
     config: ConfigOption, flow: FlowOption, url: UrlOption = None, as_json: JsonOption = False
 ) -> None:
     """The topics the flow copies now."""
-    summary = _client(config, url).call("GET", _flow_path(flow))
+    path = _flow_path(flow)
+    summary = _client(config, url).call("GET", path)
     if as_json:
         print(json.dumps(summary["topics"]))
         return
@@ -96,10 +99,12 @@ def flows_list(config: ConfigOption, url: UrlOption = None, as_json: JsonOption 
 @flows_app.command("pause")
 def flows_pause(config: ConfigOption, flow: FlowOption, url: UrlOption = None) -> None:
     """Copy nothing until resumed; the flow keeps its position."""
-    _say(flow, _client(config, url).call("POST", f"{_flow_path(flow)}/pause"))
+    path = _flow_path(flow)
+    _say(flow, _client(config, url).call("POST", f"{path}/pause"))
 
 
 @flows_app.command("resume")
 def flows_resume(config: ConfigOption, flow: FlowOption, url: UrlOption = None) -> None:
     """Copy again, from where the flow stopped."""
-    _say(flow, _client(config, url).call("POST", f"{_flow_path(flow)}/resume"))
+    path = _flow_path(flow)
+    _say(flow, _client(config, url).call("POST", f"{path}/resume"))
