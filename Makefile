@@ -31,9 +31,10 @@ integration: setup
 	$(BIN)/pytest -m 'integration and not system and not api'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
-# changed over HTTP and the CLI, then restarted; about 2.5 minutes, so not part of `make test`.
+# changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
+# about 3 minutes, so not part of `make test` (which runs them in leases, in process).
 test-api: setup
-	$(BIN)/pytest -m api tests/integration/test_control_api.py
+	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
