@@ -7,12 +7,14 @@ import subprocess
 import sys
 
 
-def run_ferry(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def run_ferry(
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ferry", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
     )

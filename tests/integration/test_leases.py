@@ -157,6 +157,34 @@ def test_a_lease_commits_its_position_on_the_target_while_it_runs(
     assert translated == {(remote, 0): 150, (remote, 1): 120}
 
 
+def test_the_first_lease_gives_a_lagging_partition_a_bin_of_its_own(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 4)
+    # A skewed backlog: partition 2 holds 10 times what each other one does.
+    backlog = {0: 200, 1: 200, 2: 2000, 3: 200}
+    produce(
+        a, topic_name, [Rec(p, None, b"v", (), 0) for p, n in backlog.items() for _ in range(n)]
+    )
+    config = _config(tmp_path, kafka_clusters, topic_name, **{"ferry.bins": 2})
+    state = FlowState(tmp_path / "state" / "A-to-B")
+    bins: list[list[str]] = []
+
+    def meanwhile() -> None:
+        remote = f"A.{topic_name}"
+        wait_for(lambda: record_count(b, remote) == sum(backlog.values()), 120, "backlog copied")
+        wait_for(lambda: len(state.executors()) > 0, 30, "the tasks' reports")
+        bins.extend(
+            sorted(f"{p['topic']}:{p['partition']}" for p in task.partitions)
+            for task in state.running_tasks().values()
+        )
+
+    run_beside(Runner(load_config(config), spark=spark), meanwhile)
+    hot = f"{topic_name}:2"
+    assert sorted(bins) == sorted([[hot], [f"{topic_name}:{p}" for p in (0, 1, 3)]]), bins
+
+
 def _python_workers() -> list[psutil.Process]:
     """Spark's Python workers: children of its worker daemon, itself a child of the JVM."""
     workers = []

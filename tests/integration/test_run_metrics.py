@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -69,10 +70,20 @@ def test_metrics_count_acked_records_latency_and_lag_per_partition(
         assert seen[inf] == seen[five_min] == timed
     # All of it was counted while the first lease still ran: no batch had ended yet.
     assert seen[("ferry_batches_total", (("flow", "A->B"),))] == 0
+    # Who copies what: in local mode every task runs on the driver.
+    executors = {dict(labels)["executor"] for name, labels in seen if name.startswith("ferry_exec")}
+    assert executors == {"driver"}
+    assert seen[_executor_key("ferry_executor_records_copied_total")] == 300
+    assert seen[_executor_key("ferry_executor_partitions")] == 2
 
 
 def _key(
     name: str, topic: str, partition: int, **extra: str
 ) -> tuple[str, tuple[tuple[str, str], ...]]:
     labels = {"flow": "A->B", "topic": topic, "partition": str(partition), **extra}
+    return (name, tuple(sorted(labels.items())))
+
+
+def _executor_key(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    labels = {"flow": "A->B", "executor": "driver", "host": socket.gethostname()}
     return (name, tuple(sorted(labels.items())))

@@ -8,12 +8,13 @@ config file gives librdkafka working credentials.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclOperation,
@@ -25,14 +26,18 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config import load_config
+from ferry.kafka import clients
 from tests.ferry_cli import run_ferry
 
 pytestmark = pytest.mark.integration
 
+# The password of the `ferry` user, which ferry itself uses below: no output or file may hold it.
+FERRY_PASSWORD = "ferry-pw-5b1e9d7c"
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" '
-    'user_admin="admin-secret" user_alice="alice-secret";'
+    'user_admin="admin-secret" user_alice="alice-secret" '
+    f'user_ferry="{FERRY_PASSWORD}";'
 )
 BROKER = {
     "listeners": "SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
@@ -44,7 +49,7 @@ BROKER = {
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     # ANONYMOUS is the broker talking to its own controller over the PLAINTEXT listener.
-    "super.users": "User:admin;User:ANONYMOUS",
+    "super.users": "User:admin;User:ANONYMOUS;User:ferry",
 }
 ADMIN_CLIENT = {
     "security.protocol": "SASL_PLAINTEXT",
@@ -84,7 +89,7 @@ def _config(tmp_path: Path, bootstrap: str, password: str) -> Path:
 def _produce(config: dict[str, str], topic: str) -> str | None:
     """Produce one record; the delivery error's name, or None when the broker acknowledged."""
     outcome: list[str | None] = []
-    producer = Producer({**config, "message.timeout.ms": "15000"})
+    producer = clients.producer({**config, "message.timeout.ms": "15000"})
     producer.produce(
         topic, b"v", on_delivery=lambda err, _msg: outcome.append(err.name() if err else None)
     )
@@ -133,3 +138,76 @@ def test_a_wrong_password_is_an_authentication_failure(secured: str, tmp_path: P
     while not errors and time.monotonic() < deadline:
         admin.poll(0.2)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def _secret_config(directory: Path, bootstrap: str, topic: str, env_name: str) -> Path:
+    """A->B on the one secured cluster under two aliases: A's password from the environment,
+    B's whole JAAS line (with the password) from a properties file next to the work dir."""
+    secrets = directory / "secrets"
+    secrets.mkdir()
+    (secrets / "kafka.properties").write_text(
+        "b.jaas = org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="ferry" password="{FERRY_PASSWORD}";\n'
+    )
+    work = directory / "work"
+    work.mkdir()
+    path = work / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\n"
+        f"A.bootstrap.servers = {bootstrap}\nB.bootstrap.servers = {bootstrap}\n"
+        "security.protocol = SASL_PLAINTEXT\nsasl.mechanism = PLAIN\n"
+        f"A.sasl.username = ferry\nA.sasl.password = ${{env:{env_name}}}\n"
+        "B.sasl.jaas.config = ${file:../secrets/kafka.properties:b.jaas}\n"
+        f"A->B.enabled = true\nA->B.topics = {topic}\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "ferry.state.dir = state\nspark.master = local[2]\n"
+        # Uncompressed, so the password would be found in it.
+        "spark.eventLog.enabled = true\nspark.eventLog.compress = false\n"
+        f"spark.eventLog.dir = {(directory / 'events').as_uri()}\n"
+    )
+    (directory / "events").mkdir()
+    return path
+
+
+def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
+    secured: str, tmp_path: Path, topic_name: str
+) -> None:
+    admin = clients.admin_client({**ADMIN_CLIENT, "bootstrap.servers": secured})
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(timeout=30)
+    producer = clients.producer({**ADMIN_CLIENT, "bootstrap.servers": secured})
+    for i in range(20):
+        producer.produce(topic_name, f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    env_name = "FERRY_TEST_A_PASSWORD"
+    config = str(_secret_config(tmp_path, secured, topic_name, env_name))
+    env = {env_name: FERRY_PASSWORD}
+
+    outputs = {}
+    validate = run_ferry("validate", "-c", config, env=env)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert f"A.sasl.password (${{env:{env_name}}})" in validate.stdout, validate.stdout
+    assert "B.sasl.jaas.config (${file:../secrets/kafka.properties:b.jaas})" in validate.stdout
+    outputs["validate"] = validate
+    run = run_ferry("run", "-c", config, "--once", "--json", env=env, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout.splitlines()[-1])["A->B"]["records"] == 20, run.stdout
+    outputs["run --once"] = run
+    # Spark's JVM says what it says (WARNING: Using incubator modules...) in spark.log only.
+    assert not re.search(r"\bWARN(ING)?\b", run.stdout + run.stderr), run.stderr
+    for command in ("status", "doctor"):
+        result = run_ferry(command, "-c", config, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        outputs[command] = result
+
+    for name, result in outputs.items():
+        for stream in (result.stdout, result.stderr):
+            assert FERRY_PASSWORD not in stream, f"ferry {name} printed the password:\n{stream}"
+    written = [
+        path for path in (tmp_path / "work").rglob("*") if path.is_file() and not path.is_symlink()
+    ]
+    events = [path for path in (tmp_path / "events").rglob("*") if path.is_file()]
+    assert any(b"SparkListenerEnvironmentUpdate" in path.read_bytes() for path in events), events
+    assert (tmp_path / "work" / "state" / "spark.log") in written
+    for path in written + events:
+        assert FERRY_PASSWORD.encode() not in path.read_bytes(), f"{path} holds the password"

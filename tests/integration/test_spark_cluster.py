@@ -151,6 +151,18 @@ def test_a_flow_runs_on_workers_without_ferry_from_the_shipped_environment(
     print(f"tasks per executor: {by_executor}")
     ran_ferry = {e for e, ended in by_executor.items() if {"Success", "ferry"} & set(ended)}
     assert len(ran_ferry) == 2, f"tasks per executor: {by_executor}"
+    # ferry's own account agrees: who copied what, by Spark's executor ids.
+    status = subprocess.run(
+        [sys.executable, "-m", "ferry", "status", "-c", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    executors = json.loads(status.stdout)["flows"]["A->B"]["executors"]
+    assert set(executors) == ran_ferry, executors
+    assert sum(e["records"] for e in executors.values()) == records, executors
     for n in (1, 2):
         work = Path(spark_cluster.directory) / f"worker-{n}"
         unpacked = list(work.glob("app-*/*/ferry-env/ferry-environment.json"))

@@ -52,8 +52,8 @@ def _audit(
 ) -> Any:
     seen: dict[str, Any] = {}
 
-    def fake(config: Any, flows: list[Any], **options: Any) -> dict[str, list[TopicResult]]:
-        seen.update(options, flows=[f.name for f in flows])
+    def fake(config: Any, chains: list[Any], **options: Any) -> dict[str, list[TopicResult]]:
+        seen.update(options, flows=["/".join(f.name for f in chain) for chain in chains])
         return {"A->B": topics}
 
     monkeypatch.setattr(spark_job, "audit_flows", fake)
@@ -102,7 +102,9 @@ def test_an_unknown_flow_or_bad_bucket_is_a_clear_error(
     # FerryError: main() prints it as one line and exits 1.
     result, _ = _audit(tmp_path, monkeypatch, [], "--flow", "A->Z")
     assert isinstance(result.exception, FerryError)
-    assert "no flow 'A->Z'" in str(result.exception)
+    assert "--flow 'A->Z': no enabled flow A->Z, and no chain of enabled flows" in str(
+        result.exception
+    )
     result, _ = _audit(tmp_path, monkeypatch, [], "--bucket", "soon")
     assert isinstance(result.exception, FerryError)
     assert "bucket 'soon' is not a positive duration" in str(result.exception)
@@ -112,3 +114,39 @@ def test_completeness_counts_only_what_is_due() -> None:
     assert report.completeness(_broken()) == pytest.approx(80.0)
     everything_in_flight = TopicResult("t", "A.t", source=3, in_flight=3)
     assert report.completeness(everything_in_flight) == 100.0
+
+
+CHAIN = (
+    "clusters:\n  A: {bootstrap.servers: '127.0.0.1:1'}\n  B: {bootstrap.servers: '127.0.0.1:2'}\n"
+    "  C: {bootstrap.servers: '127.0.0.1:3'}\n  D: {bootstrap.servers: '127.0.0.1:4'}\n"
+    "A->B.enabled: true\nB->C.enabled: true\nA->D.enabled: true\nD->C.enabled: false\n"
+)
+
+
+def _chain_config(tmp_path: Path, text: str = CHAIN) -> Any:
+    from ferry.config import load_config
+
+    path = tmp_path / "chain.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def test_a_chain_is_named_hop_by_hop_or_found_when_only_one_leads_there(tmp_path: Path) -> None:
+    from ferry.audit.chain import chain_flows
+
+    flows = _chain_config(tmp_path).flows
+    assert [f.name for f in chain_flows(flows, "A->B->C")] == ["A->B", "B->C"]
+    assert [f.name for f in chain_flows(flows, "A->C")] == ["A->B", "B->C"]
+    assert [f.name for f in chain_flows(flows, "D->C")] == ["D->C"], "a configured flow itself"
+
+
+def test_a_chain_through_a_disabled_flow_or_two_chains_is_refused_by_name(tmp_path: Path) -> None:
+    from ferry.audit.chain import chain_flows
+    from ferry.errors import ConfigError
+
+    flows = _chain_config(tmp_path).flows
+    with pytest.raises(ConfigError, match="the flow D->C is not enabled"):
+        chain_flows(flows, "A->D->C")
+    both = _chain_config(tmp_path, CHAIN.replace("D->C.enabled: false", "D->C.enabled: true"))
+    with pytest.raises(ConfigError, match="2 chains leads there: A->B->C; A->D->C"):
+        chain_flows(both.flows, "A->C")

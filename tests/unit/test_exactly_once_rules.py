@@ -42,6 +42,31 @@ def test_one_transactional_id_per_flow_and_source_partition() -> None:
     assert transactional_id("A", "B", "orders", 3) == "ferry:A->B:orders:3"
 
 
+@given(
+    st.text(
+        st.characters(whitelist_categories=("Ll", "Nd"), whitelist_characters="._-"), min_size=1
+    ),
+    st.integers(0, 10_000),
+    st.text(
+        st.characters(whitelist_categories=("Ll", "Nd"), whitelist_characters="._-"), min_size=1
+    ),
+    st.integers(0, 10_000),
+)
+def test_the_two_parities_of_a_partition_never_share_an_id_with_another_partition(
+    topic: str, partition: int, other_topic: str, other_partition: int
+) -> None:
+    ids = {(topic, partition, p): transactional_id("A", "B", topic, partition, p) for p in (0, 1)}
+    others = {transactional_id("A", "B", other_topic, other_partition, p) for p in (0, 1)}
+    assert ids[(topic, partition, 0)] != ids[(topic, partition, 1)]
+    if (topic, partition) != (other_topic, other_partition):
+        assert not set(ids.values()) & others
+
+
+def test_parity_zero_keeps_the_single_producer_id_so_older_writers_are_fenced() -> None:
+    assert transactional_id("A", "B", "orders", 3, 0) == "ferry:A->B:orders:3"
+    assert transactional_id("A", "B", "orders", 3, 1) == "ferry:A->B:orders:3:1"
+
+
 def test_message_timeout_never_exceeds_the_transaction_timeout() -> None:
     settings = TransactionalSettings({"message.timeout.ms": "120000", "linger.ms": "10"}, CTX)
     conf = settings.for_partition("orders", 2)

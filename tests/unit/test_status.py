@@ -47,4 +47,6 @@ def test_json_shape() -> None:
         "lag": 1,
         "partitions": [{"topic": "t", "partition": 0, "source_end": 6, "replicated": 5, "lag": 1}],
         "errors": [],
+        "executors": {},
+        "spark_ui": None,
     }

@@ -3,7 +3,8 @@
 `FERRY_API_TOKEN` wins over `api.token.file`. Once a token is configured every `/api` call
 needs it, from anywhere (loopback too). Without one the API serves only on a loopback address
 (127.0.0.1, ::1, localhost), where reaching it already takes an account on the machine; on any
-other host it refuses to start. The token is compared in constant time and never printed.
+other host it refuses to start. The token is compared in constant time and never printed
+(registered with ferry.secrets, so even a message quoting it is masked).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hmac
 import ipaddress
 import os
 
+from ferry import secrets
 from ferry.config.model import FerryConfig
 from ferry.errors import ConfigError
 
@@ -21,7 +23,15 @@ TOKEN_ENV = "FERRY_API_TOKEN"
 
 
 def load_token(config: FerryConfig) -> str | None:
-    """The configured token, or None; a token file that is missing or empty is an error."""
+    """The configured token, or None; a token file that is missing or empty is an error. A
+    token found is masked (`ferry.secrets`) wherever ferry prints from then on."""
+    token = _configured_token(config)
+    if token is not None:
+        secrets.register(token)
+    return token
+
+
+def _configured_token(config: FerryConfig) -> str | None:
     from_env = os.environ.get(TOKEN_ENV, "").strip()
     if from_env:
         return from_env

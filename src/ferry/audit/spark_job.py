@@ -27,7 +27,15 @@ from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 
-__all__ = ["FlowPlan", "TopicPlan", "TopicResult", "audit_flow", "audit_flows", "plan_flow"]
+__all__ = [
+    "FlowPlan",
+    "TopicPlan",
+    "TopicResult",
+    "audit_flow",
+    "audit_flows",
+    "offsets_of",
+    "plan_flow",
+]
 
 Offsets = dict[int, tuple[int, int]]  # partition -> (first held offset, end offset)
 
@@ -100,7 +108,7 @@ def plan_flow(
     partitions = [(t, p) for t in names for p in source_md.topics[t].partitions]
     # Positions before ends: whatever is copied meanwhile stays below the ends read next.
     positions = replicated_positions(target, flow, partitions, timeout)
-    source_offsets = _offsets(source_admin, source, partitions, timeout)
+    source_offsets = offsets_of(source_admin, source, partitions, timeout)
     plans = []
     for name in names:
         remote = policy.remote_topic(flow.source, name)
@@ -110,7 +118,7 @@ def plan_flow(
             if remote_md is not None and remote_md.error is None
             else []
         )
-        remote_offsets = _offsets(target_admin, target, remote_parts, timeout)
+        remote_offsets = offsets_of(target_admin, target, remote_parts, timeout)
         plans.append(
             TopicPlan(
                 name,
@@ -123,7 +131,7 @@ def plan_flow(
     return FlowPlan(flow.name, source, target, str(source_md.cluster_id), plans)
 
 
-def _offsets(
+def offsets_of(
     admin: Any, cluster: ClusterConfig, partitions: list[tuple[str, int]], timeout: float
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(earliest, last stable offset) of each partition."""
@@ -446,7 +454,7 @@ def _ranges(
 
 def audit_flows(
     config: FerryConfig,
-    flows: list[FlowConfig],
+    chains: list[list[FlowConfig]],
     *,
     topics: str = ".*",
     bucket_ms: int = 60_000,
@@ -454,12 +462,14 @@ def audit_flows(
     until_ms: int | None = None,
     range_limit: int = 100,
 ) -> dict[str, list[TopicResult]]:
-    """Plan every flow first (all positions and ends as of now), then read and compare on
-    a Spark session of the config's `spark.*` settings with the Kafka connector added."""
+    """Plan every flow (a chain of one) or chain first (all positions and ends as of now),
+    then read and compare on a Spark session of the config's `spark.*` settings with the
+    Kafka connector added."""
+    from ferry.audit.chain import plan_chain
     from ferry.engine.spark.session import spark_session
     from ferry.local.spark_kafka import spark_kafka_jars
 
-    plans = [plan_flow(config, flow, topics) for flow in flows]
+    plans = [plan_chain(config, chain, topics) for chain in chains]
     jars = [str(p) for p in spark_kafka_jars()]
     extra = config.spark.get("spark.jars")
     settings = {

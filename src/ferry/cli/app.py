@@ -17,6 +17,7 @@ from ferry.cli.api_commands import flows_app, topics_app
 from ferry.cli.cluster_commands import pack, spark_app
 from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
+from ferry.secrets import HIDDEN
 
 __all__ = ["app", "main"]
 
@@ -107,9 +108,7 @@ def local_provision() -> None:
 @app.command()
 def validate(config: ConfigOption) -> None:
     """Check a config file and print what ferry will do with it."""
-    from ferry.config import load_config
-
-    cfg = load_config(config)
+    cfg = _load(config)
     for key in cfg.ignored_keys:
         err.print(
             styled(
@@ -132,6 +131,12 @@ def validate(config: ConfigOption) -> None:
             f"exactly-once {'on' if flow.exactly_once else 'off'}"
         )
     out.print(f"  state dir: {cfg.state_dir}")
+    if cfg.secrets:
+        sources = (
+            f"{key} ({', '.join(refs) if refs else 'in the file'})"
+            for key, refs in sorted(cfg.secrets.items())
+        )
+        out.print(f"  secrets (printed as {HIDDEN}): {', '.join(sources)}")
     _print_control_state(cfg)
 
 
@@ -207,11 +212,10 @@ def run(
 ) -> None:
     """Replicate every enabled flow (one Spark streaming query each) until stopped."""
     from ferry.cli.progress_view import ProgressView, summary_table
-    from ferry.config import load_config
     from ferry.control.controller import Controller
     from ferry.engine.runner import Runner
 
-    cfg = load_config(config)
+    cfg = _load(config)
     _print_notes(cfg)
     _check_topology(cfg, config, "started")
     for flow in cfg.enabled_flows:
@@ -270,10 +274,9 @@ def topology(
     """Print the replication graph (clusters, flows, policies, topics) with its warnings and
     errors; exits 1 if a route would copy records twice or forever."""
     from ferry.cli.topology_view import draw_png, print_findings, print_graph
-    from ferry.config import load_config
     from ferry.topology_check import check_config
 
-    cfg = load_config(config)
+    cfg = _load(config)
     report = check_config(cfg)
     print_graph(out, cfg)
     print_findings(err, report, config)
@@ -308,10 +311,9 @@ def translate(
     from_checkpoints: CheckpointsOption = False,
 ) -> None:
     """Print where a consumer group would resume on another cluster, per partition."""
-    from ferry.config import load_config
     from ferry.offsets.failover import plan_failover
 
-    cfg = load_config(config)
+    cfg = _load(config)
     control = _recorded_control(cfg, from_alias, to_alias)
     plan = plan_failover(
         cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
@@ -352,10 +354,9 @@ def failover(
     ] = False,
 ) -> None:
     """Commit a consumer group's translated offsets on another cluster (failover, failback)."""
-    from ferry.config import load_config
     from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
 
-    cfg = load_config(config)
+    cfg = _load(config)
     control = _recorded_control(cfg, from_alias, to_alias)
     planner = plan_failover_by_timestamp if by_timestamp else plan_failover
     plan = planner(
@@ -412,10 +413,9 @@ def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Per flow, read from the clusters: heartbeat latency, replicated position and lag per
     partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer."""
 
-    from ferry.config import load_config
     from ferry.ops.status import flow_status
 
-    cfg = load_config(config)
+    cfg = _load(config)
     flows = [flow_status(cfg, flow) for flow in cfg.enabled_flows]
     if as_json:
         print(json.dumps({"flows": {f.flow: f.to_json() for f in flows}}))
@@ -443,6 +443,13 @@ def _print_status(flows: list[Any]) -> None:
                 p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
             )
         out.print(table)
+        for name, e in f.executors.items():
+            out.print(
+                f"  executor {name} on {e['host']}: {len(e['partitions'])} partitions now, "
+                f"{e['records_per_second']:,.0f} records/s, {e['records']:,} records copied"
+            )
+        if f.spark_ui:
+            out.print(f"  Spark UI: {f.spark_ui}")
         for error in f.errors:
             err.print(f"flow {f.flow}: {error}")
 
@@ -452,7 +459,10 @@ def audit(
     config: ConfigOption,
     flow: Annotated[
         str | None,
-        typer.Option(help="Audit this flow only, e.g. A->B [default: every enabled flow]"),
+        typer.Option(
+            help="Audit this flow only, e.g. A->B, or a chain of flows end to end, A->B->C "
+            "(A->C finds the chain) [default: every enabled flow]"
+        ),
     ] = None,
     topics: Annotated[str, typer.Option(help="Source topics to audit (a regex)")] = ".*",
     since: Annotated[
@@ -476,11 +486,11 @@ def audit(
     import time
 
     from ferry.audit import diff, report
+    from ferry.audit.chain import chain_flows
     from ferry.audit.spark_job import audit_flows
-    from ferry.config import load_config
     from ferry.errors import ConfigError
 
-    cfg = load_config(config)
+    cfg = _load(config)
     try:
         bucket_ms = diff.parse_bucket(bucket)
         now_ms = int(time.time() * 1000)
@@ -488,19 +498,9 @@ def audit(
         until_ms = None if until is None else diff.parse_time(until, now_ms)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if flow is None:
-        flows = list(cfg.enabled_flows)
-    else:
-        source, _, target = flow.partition("->")
-        try:
-            flows = [cfg.flow(source.strip(), target.strip())]
-        except KeyError:
-            raise ConfigError(
-                f"no flow '{flow}' in {config}; flows are named SOURCE->TARGET, e.g. "
-                + ", ".join(f.name for f in cfg.flows[:3])
-            ) from None
+    chains = [[f] for f in cfg.enabled_flows] if flow is None else [chain_flows(cfg.flows, flow)]
     results = audit_flows(
-        cfg, flows, topics=topics, bucket_ms=bucket_ms, since_ms=since_ms, until_ms=until_ms
+        cfg, chains, topics=topics, bucket_ms=bucket_ms, since_ms=since_ms, until_ms=until_ms
     )
     document = report.to_json(results, bucket_ms)
     if out_dir is not None:
@@ -550,10 +550,9 @@ def _print_audit(results: dict[str, Any]) -> None:
 @app.command()
 def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer)."""
-    from ferry.config import load_config
     from ferry.ops.doctor import diagnose
 
-    findings = diagnose(load_config(config))
+    findings = diagnose(_load(config))
     if as_json:
         print(json.dumps({"warnings": [f.to_json() for f in findings]}))
         return
@@ -580,10 +579,9 @@ def monitor(
     ] = False,
 ) -> None:
     """Watch every enabled flow for sync delay (sliding-window rule); serve Prometheus metrics."""
-    from ferry.config import load_config
     from ferry.monitor import service
 
-    cfg = load_config(config)
+    cfg = _load(config)
     if once:
         failed = False
         for flow, sample in service.sample_once(cfg):
@@ -631,7 +629,24 @@ def demo(
         raise typer.Exit(130) from None
 
 
+def _load(path: Path) -> Any:
+    """The config at `path`; librdkafka's lines about its clusters then name them by alias."""
+    from ferry.config import load_config
+    from ferry.kafka.log import name_clusters
+
+    cfg = load_config(path)
+    name_clusters({alias: c.bootstrap_servers for alias, c in cfg.clusters.items()})
+    return cfg
+
+
 def main() -> None:
+    from ferry.secrets import RedactingStream, install_log_redaction
+
+    # Whatever this process prints or logs (ferry's lines, a library's, a traceback) passes
+    # here, so no secret the config held reaches the console (see ferry.secrets).
+    sys.stdout = RedactingStream(sys.stdout)
+    sys.stderr = RedactingStream(sys.stderr)
+    install_log_redaction()
     try:
         app()
     except FerryError as exc:

@@ -39,8 +39,10 @@ from ferry.config.model import (
     FlowConfig,
     PolicySpec,
 )
+from ferry.config.providers import ProviderError, declared_providers
 from ferry.errors import ConfigError, UnsafeConfigError
 from ferry.policy import policy_for
+from ferry.secrets import is_secret_key, register
 
 __all__ = ["load_config", "parse_entries"]
 
@@ -117,6 +119,28 @@ class _Builder:
             self.entries[key] = entry._replace(key=key, value=entry.value.strip())
         self.ignored: list[str] = []
         self.notes: list[str] = []
+        # Secret settings: key -> the provider references its value came from (none: the file).
+        self.secrets: dict[str, tuple[str, ...]] = {}
+        self.resolve_references()
+
+    # --- config providers and secrets -----------------------------------------------------
+
+    def resolve_references(self) -> None:
+        """Replace every ${provider:...} reference by its value, and register each secret
+        value (see ferry.secrets) before anything could print it."""
+        providers = declared_providers(self.entries, self.base_dir, self.error)
+        for key, entry in list(self.entries.items()):
+            try:
+                value, refs = providers.resolve(entry.value)
+                items = entry.items
+                if items is not None:
+                    items = tuple(providers.resolve(item)[0] for item in items)
+            except ProviderError as exc:
+                raise self.error(entry, str(exc)) from None
+            if is_secret_key(key):
+                register(value)
+                self.secrets[key] = tuple(ref.text for ref in refs)
+            self.entries[key] = entry._replace(value=value, items=items)
 
     # --- errors ---------------------------------------------------------------------------
 
@@ -200,6 +224,7 @@ class _Builder:
             api=ApiConfig(**api),
             ignored_keys=tuple(self.ignored),
             notes=tuple(self.notes),
+            secrets=self.secrets,
         )
 
     def check_api(self, api: dict[str, Any], aliases: list[str]) -> None:
@@ -324,7 +349,9 @@ class _Builder:
     ) -> None:
         fail = self.failer(entry)
         if client_key == "sasl.jaas.config":
-            into.update(translate_jaas(entry.value, fail))
+            credentials = translate_jaas(entry.value, fail)
+            register(credentials["sasl.password"])
+            into.update(credentials)
             return
         if not check_client_key(client_key, role, fail):
             self.ignored.append(entry.key)

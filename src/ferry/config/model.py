@@ -193,6 +193,9 @@ class FerryConfig(_Frozen):
     ignored_keys: tuple[str, ...] = ()
     # One sentence per MM2 setting that has no job in ferry: which key, and why.
     notes: tuple[str, ...] = ()
+    # Every secret setting (ferry.secrets.is_secret_key), with the config provider references
+    # its value came from; none: it is written in the file itself. The values are masked.
+    secrets: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     @property
     def enabled_flows(self) -> tuple[FlowConfig, ...]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.control.model import FlowControl
+from ferry.engine.executors import ExecutorStats, TaskReport, add_totals, summarize
 from ferry.engine.latency import Histogram
 
 __all__ = ["FlowState", "LeaseBounds", "partition_entry", "tp_key"]
@@ -118,21 +119,55 @@ class FlowState:
         return stats
 
     def _live(self) -> dict[str, list[dict[str, Any]]]:
-        live: dict[str, list[dict[str, Any]]] = {}
+        return {name: list(task.partitions) for name, task in self.running_tasks().items()}
+
+    def running_tasks(self) -> dict[str, TaskReport]:
+        """The running lease's tasks' latest reports, by task (attempt) name."""
+        live: dict[str, TaskReport] = {}
         for path in sorted(self.live_dir.glob("*.json")):
             try:
                 data = json.loads(path.read_text())
             except (FileNotFoundError, json.JSONDecodeError):
                 continue
-            live[path.stem] = data.get("partitions", []) if isinstance(data, dict) else []
+            if isinstance(data, dict):
+                live[path.stem] = TaskReport.from_json(data)
         return live
 
-    def write_live(self, task: str, partitions: list[dict[str, Any]]) -> None:
-        """A leased task's results so far (cumulative; see `partition_entry`)."""
+    def write_live(
+        self,
+        task: str,
+        partitions: list[dict[str, Any]],
+        executor: dict[str, str] | None = None,
+        began: float = 0.0,
+    ) -> None:
+        """A leased task's results so far (cumulative; see `partition_entry`), the executor
+        it runs on and when it began (wall seconds)."""
         self.live_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.live_dir / f".{task}.tmp"
-        tmp.write_text(json.dumps({"partitions": partitions}))
+        report = {"partitions": partitions, "executor": executor or {}, "began": began}
+        tmp.write_text(json.dumps(report))
         tmp.replace(self.live_dir / f"{task}.json")
+
+    def add_executor_totals(self, tasks: list[TaskReport]) -> None:
+        """A bounded batch's tasks: what each executor copied (leases: `absorb_leases`)."""
+        stats = self._read("stats.json")
+        add_totals(stats.setdefault("executors", {}), tasks)
+        self._write("stats.json", stats)
+
+    def write_spark_ui(self, url: str | None) -> None:
+        """The address of the running `ferry run`'s Spark UI (None: the UI is off)."""
+        self._write("spark-ui.json", {"url": url})
+
+    def spark_ui(self) -> str | None:
+        url = self._read("spark-ui.json").get("url")
+        return str(url) if url else None
+
+    def executors(self, now: float | None = None) -> dict[str, ExecutorStats]:
+        """Which executor copies what, and how fast (see engine/executors.py)."""
+        stats = self._read("stats.json")
+        absorbed = set(stats.get("absorbed", ()))
+        running = [t for name, t in self.running_tasks().items() if name not in absorbed]
+        return summarize(running, stats.get("executors", {}), time.time() if now is None else now)
 
     def absorb_leases(
         self, batch_id: int, seconds: float, copiers: list[str], bounds: LeaseBounds
@@ -141,9 +176,11 @@ class FlowState:
         becomes part of `stats.json`, and their files go. With the previous lease of the same
         run, the gap between them (the previous one's last task ending, this one's first task
         starting: nobody copied then) is recorded: the last, the worst, and the count."""
-        live = self._live()
+        reports = self.running_tasks()
+        live = {name: list(task.partitions) for name, task in reports.items()}
         stats = self._read("stats.json")
         _accumulate(stats, [p for partitions in live.values() for p in partitions])
+        add_totals(stats.setdefault("executors", {}), reports.values())
         self._finish_batch(stats, batch_id, seconds, copiers)
         previous = stats.get("lease")
         if previous and previous.get("run") == bounds.run_id and bounds.began_at:

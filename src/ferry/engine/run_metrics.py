@@ -11,6 +11,8 @@ flow, topic (the source topic) and partition.
     ferry_batch_duration_seconds   gauge, the last batch's slowest task
     ferry_batches_total, ferry_errors_total{kind}
     ferry_lease_gap_seconds, ferry_lease_gap_max_seconds   gauges: nobody copied in between
+    ferry_executor_records_copied_total, ferry_executor_records_per_second,
+    ferry_executor_partitions      by Spark executor (label executor, host): who copies what
 
 The two histograms time 1 record in 16 (source offsets that are multiples of 16, see copier).
 """
@@ -78,6 +80,22 @@ class RunMetrics(Collector):
         errors = CounterMetricFamily(
             "ferry_errors", "Flow failures, by kind (retried or fatal)", labels=["flow", "kind"]
         )
+        where = ["flow", "executor", "host"]
+        by_executor = CounterMetricFamily(
+            "ferry_executor_records_copied",
+            "Records copied and acknowledged, by the Spark executor that copied them",
+            labels=where,
+        )
+        executor_rate = GaugeMetricFamily(
+            "ferry_executor_records_per_second",
+            "Copy rate of an executor's running leased tasks, since they began",
+            labels=where,
+        )
+        executor_partitions = GaugeMetricFamily(
+            "ferry_executor_partitions",
+            "Source partitions an executor's running leased tasks copy",
+            labels=where,
+        )
         for name, state, error_counts in self._flows():
             stats = state.stats()
             for key, entry in stats.get("partitions", {}).items():
@@ -98,4 +116,10 @@ class RunMetrics(Collector):
                 worst_gap.add_metric([name], stats["lease_gap_max_seconds"])
             for kind, count in error_counts.items():
                 errors.add_metric([name, kind], count)
+            for executor, e in state.executors().items():
+                labels = [name, executor, e.host]
+                by_executor.add_metric(labels, e.records)
+                executor_rate.add_metric(labels, e.records_per_second)
+                executor_partitions.add_metric(labels, len(e.partitions))
         yield from (records, size, latency, age, lag, batch, batches, gap, worst_gap, errors)
+        yield from (by_executor, executor_rate, executor_partitions)

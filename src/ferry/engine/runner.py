@@ -167,6 +167,11 @@ class Runner:
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
                 if flow.name in early:  # counted from before the head start copied
                     flows[-1].head, flows[-1].baseline, flows[-1].started = early[flow.name]
+            ui = spark.sparkContext.uiWebUrl  # None unless spark.ui.enabled = true
+            if ui:
+                self._notice(f"Spark UI: {ui}")
+            for f in flows:
+                f.state.write_spark_ui(ui)
             if len(leased) > cores:
                 self._notice(
                     f"{len(leased)} flows copy in leases, each holding a core, but Spark has "

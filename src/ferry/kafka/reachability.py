@@ -1,8 +1,9 @@
 """Which clusters answer, so the console speaks of a cluster once per change, not per attempt.
 
-No I/O. While a cluster stays away ferry retries it, every second at first; saying so at
-every attempt (or letting librdkafka print every refused connection) buries the state that
-matters: cluster A stopped answering at 10:02, and answered again at 10:07.
+No I/O (but `kafka.log.reachable`'s log line). While a cluster stays away ferry retries it,
+every second at first; saying so at every attempt (or letting librdkafka print every refused
+connection) buries the state that matters: cluster A stopped answering at 10:02, and
+answered again at 10:07.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from ferry.errors import KafkaUnavailableError
+from ferry.kafka.log import reachable
 
 __all__ = ["Reachability"]
 
@@ -31,6 +33,7 @@ class Reachability:
         return f"{prefix}{error}; retrying until it answers"
 
     def answered(self, cluster: str) -> str | None:
+        reachable(cluster)  # the log's line, if librdkafka's lines said it was unreachable
         with self._lock:
             if cluster not in self._down:
                 return None
@@ -41,6 +44,8 @@ class Reachability:
         """Every cluster that was away answers again (the action that needed them all worked)."""
         with self._lock:
             down, self._down = sorted(self._down), set()
+        for cluster in down:
+            reachable(cluster)
         return [f"cluster {cluster} answers again" for cluster in down]
 
     def is_down(self, cluster: str) -> bool:

@@ -69,6 +69,9 @@ class FlowStatus:
     lag: int | None
     partitions: list[PartitionStatus] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Which Spark executor copies which partitions, how fast (this machine's `ferry run`).
+    executors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spark_ui: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -146,7 +149,8 @@ def flow_status(
     source, target = config.clusters[flow.source], config.clusters[flow.target]
     policy = policy_for(flow.policy, flow.source)
     # Counters only: what `ferry run` on this machine counted (its state directory).
-    stats = FlowState(flow_state_dir(config.state_dir.resolve(), flow)).stats()
+    state = FlowState(flow_state_dir(config.state_dir.resolve(), flow))
+    stats = state.stats()
     errors: list[str] = []
     latency: int | None = None
     remote = policy.remote_topic(flow.source, policy.heartbeats_topic())
@@ -172,6 +176,8 @@ def flow_status(
         lag,
         partitions,
         errors,
+        {name: e.to_json() for name, e in state.executors(clock()).items()},
+        state.spark_ui(),
     )
 
 

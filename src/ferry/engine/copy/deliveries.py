@@ -7,7 +7,8 @@ pair with source offsets by position. Two ways to pair them, per target partitio
 - **Per record**: every copy carries a callback. Exact whatever else writes into the target
   partition, but a report costs about 2 us of Python per record (a Message object with a copy
   of the key and value, a call, a queue). Used where others may write too: a remote topic
-  named like its source topic (the identity policy), where the target's own producers write.
+  named like its source topic (the identity policy), where the target's own producers write;
+  and in exactly-once leases, whose commit markers land among the next slice's copies.
 - **Per chunk**: the copies of one partition from one fetched batch form a chunk; only its
   first and last copy carry a callback. If they landed `n - 1` offsets apart for `n` copies,
   the copies took consecutive offsets, one each: nothing was interleaved (another producer)
@@ -62,6 +63,12 @@ class DeliveryTracker:
         queue: deque[int] = deque()
         self.pending[key] = queue
         return queue
+
+    def track_per_record(self, keys: list[Key]) -> None:
+        """Track copies into these target partitions per record from now on (this worker):
+        where ferry's own transaction markers land between a chunk's copies (an exactly-once
+        lease commits one slice while the next one copies), a chunk's span says nothing."""
+        self.per_record.update(keys)
 
     def chunked(self, remote_topic: str, partition: int, source_topic: str) -> bool:
         """Whether copies into this partition may be tracked per chunk."""

@@ -18,6 +18,10 @@ nothing twice. The order matters: producers are started (fencing everyone else) 
 progress is read, so no other writer can commit between the read and this task's commit; a
 producer fenced in between fails its commit and writes nothing visible.
 
+In a lease each partition has two producers, ids of two parities, and consecutive slices
+alternate between them, so that one slice's transaction commits while the next slice copies
+(engine/copy/commit_pipeline.py says why that stays exact).
+
 Errors follow confluent-kafka's transactional guide: a retriable commit is retried, an
 abortable error aborts the transaction, a fatal one (fenced) drops the producer. The task then
 fails with KafkaUnavailableError, and ferry restarts the batch from its checkpoint.
@@ -31,11 +35,12 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.engine.copy import worker_clients
+from ferry.engine.copy.commit_pipeline import CommitPipeline
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.python_loop import copy_ranges
@@ -46,6 +51,8 @@ from ferry.kafka.errors import kafka_error_of
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
 __all__ = [
+    "PARITIES",
+    "ProducerFor",
     "TransactionalSettings",
     "committed_positions",
     "copy_bin_exactly_once",
@@ -63,12 +70,26 @@ TRANSACTION_TIMEOUT_MS = 60_000
 # waits before it gives the producer up (see `_send_offsets`).
 SEND_OFFSETS_TIMEOUT_SECONDS = 20.0
 SEND_OFFSETS_GRACE_SECONDS = 5.0
+# A lease's two producers per partition (see commit_pipeline); a batch uses the first.
+PARITIES = (0, 1)
 
 
-def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
-    """Stable per flow and source partition: whoever copies the partition next fences the rest."""
-    # ':' cannot occur in a topic name, so no two partitions share an id.
-    return f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
+class ProducerFor(Protocol):
+    """The started transactional producer of a source partition (`fresh`: a new one, which
+    fences the cached one), of one of the partition's two ids (`parity`)."""
+
+    def __call__(self, topic: str, partition: int, fresh: bool, parity: int = 0) -> Any: ...
+
+
+def transactional_id(
+    source_alias: str, target_alias: str, topic: str, partition: int, parity: int = 0
+) -> str:
+    """Stable per flow, source partition and parity: whoever copies the partition next
+    starts producers with both of its ids, which fences every earlier writer."""
+    # ':' cannot occur in a topic name, so no two partitions or parities share an id; parity 0
+    # keeps the id a single producer per partition had, so its writers are fenced too.
+    base = f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
+    return base if parity == 0 else f"{base}:{parity}"
 
 
 def resume_at(planned_start: int, committed: int | None) -> int:
@@ -98,15 +119,20 @@ class TransactionalSettings:
         self._base["message.timeout.ms"] = str(min(timeout, TRANSACTION_TIMEOUT_MS))
         self._ctx = ctx
 
-    def for_partition(self, topic: str, partition: int) -> dict[str, str]:
-        txn = transactional_id(self._ctx.source_alias, self._ctx.target_alias, topic, partition)
+    def for_partition(self, topic: str, partition: int, parity: int = 0) -> dict[str, str]:
+        ctx = self._ctx
+        txn = transactional_id(ctx.source_alias, ctx.target_alias, topic, partition, parity)
         return {**self._base, "transactional.id": txn}
+
+    def for_ranges(self, ranges: list[CopyRange]) -> list[dict[str, str]]:
+        """Every producer's settings a lease of `ranges` may use."""
+        return [self.for_partition(r.topic, r.partition, p) for r in ranges for p in PARITIES]
 
 
 def copy_bin_exactly_once(
     consumer: Any,
     progress: Any,
-    producer_for: Callable[[str, int, bool], Any],
+    producer_for: ProducerFor,
     tracker: DeliveryTracker,
     ranges: list[CopyRange],
     ctx: CopyContext,
@@ -177,7 +203,7 @@ def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
 
 
 def _begin(
-    producer_for: Callable[[str, int, bool], Any],
+    producer_for: ProducerFor,
     producer: Any,
     r: CopyRange,
     progress: Any,
@@ -321,7 +347,7 @@ def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str)
 def run_lease_exactly_once(
     consumer: Any,
     progress: Any,
-    producer_for: Callable[[str, int, bool], Any],
+    producer_for: ProducerFor,
     tracker: DeliveryTracker,
     ranges: list[CopyRange],
     ctx: CopyContext,
@@ -331,45 +357,66 @@ def run_lease_exactly_once(
 ) -> tuple[list[PartitionResult], list[str]]:
     """A lease in exactly-once mode: one transaction per source partition per slice.
 
-    Every partition's producer is started afresh first (fencing whoever wrote it before: the
-    previous lease's task, an attempt Spark gave up on, a killed `ferry run`'s worker), then
-    the committed positions are read (a stable read: pending offsets are waited for). Each
-    slice begins a transaction per partition, copies, and commits the copies, their runs
-    and the new position together. Returns the lease's results and any notices (see
-    `lease.start_positions`)."""
-    producers = dict(
-        zip(
-            [(r.topic, r.partition) for r in ranges],
-            _each(ranges, lambda r: producer_for(r.topic, r.partition, True)),
-            strict=True,
-        )
+    Both producers of every partition are started afresh first (fencing whoever wrote it
+    before: the previous lease's task, an attempt Spark gave up on, a killed `ferry run`'s
+    worker), then the committed positions are read (a stable read: pending offsets are waited
+    for). Each slice begins a transaction per partition with the slice's producers, copies,
+    and hands the commit of the copies, their runs and the new position to the commit
+    pipeline, which runs it while the next slice copies with the other producers. Returns the
+    lease's results and any notices (see `lease.start_positions`)."""
+    pairs = [(r, parity) for r in ranges for parity in PARITIES]
+    started = _each(
+        pairs, lambda pair: producer_for(pair[0].topic, pair[0].partition, True, pair[1])
     )
+    producers: list[dict[TP, Any]] = [{} for _ in PARITIES]
+    for (r, parity), producer in zip(pairs, started, strict=True):
+        producers[parity][(r.topic, r.partition)] = producer
     committed = committed_positions(progress, ranges, ctx)
     positions, notices = start_positions(
         ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
     )
     group = progress.consumer_group_metadata()
+    # One slice's commit markers land among the next slice's copies: only per-record delivery
+    # reports tell each copy's offset then (a chunk's span would look like another writer's).
+    tracker.track_per_record([(r.remote_topic, r.partition) for r in ranges])
+    pipeline = CommitPipeline()
+    slices = 0
 
     def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
-        for producer in producers.values():
+        nonlocal slices
+        current = producers[slices % len(PARITIES)]
+        slices += 1
+        for producer in current.values():
             producer.begin_transaction()  # local: nothing reaches the coordinator yet
         try:
-            results = copy_ranges(consumer, producers, tracker, work, ctx, slice)
+            # Returns once every copy is acknowledged: the next slice's copies follow them.
+            results = copy_ranges(consumer, current, tracker, work, ctx, slice)
             moved = [
                 (r, result)
                 for r, result in zip(work, results, strict=True)
                 if result.end != r.start or result.runs
             ]
-            _each(moved, lambda pair: _commit_slice(producers, group, runs_topic, ctx, *pair))
             for r, result in zip(work, results, strict=True):
                 if result.end == r.start and not result.runs:  # idle: ends locally
-                    producers[(r.topic, r.partition)].commit_transaction(COMMIT_TIMEOUT_SECONDS)
+                    current[(r.topic, r.partition)].commit_transaction(COMMIT_TIMEOUT_SECONDS)
+
+            def commit() -> None:
+                _each(moved, lambda pair: _commit_slice(current, group, runs_topic, ctx, *pair))
+
+            pipeline.submit(commit)  # after the previous slice's commit; raises its failure
+            if slice.settle:
+                pipeline.wait()  # the lease's end is committed before the lease returns
             return results
         except BaseException:
-            _each(list(producers.values()), _abort_quietly)
+            pipeline.close()
+            _each([p for each in producers for p in each.values()], _abort_quietly)
             raise
 
-    results = run_lease(ranges, positions, terms, copy_slice, lambda _results: None)
+    try:
+        results = run_lease(ranges, positions, terms, copy_slice, lambda _results: None)
+        pipeline.wait()
+    finally:
+        pipeline.close()
     return results, notices
 
 

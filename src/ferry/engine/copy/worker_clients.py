@@ -39,7 +39,8 @@ _native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settin
 _transactional: OrderedDict[str, Any] = OrderedDict()
 _transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
 transactional_tracker = DeliveryTracker()
-MAX_TRANSACTIONAL_PRODUCERS = 64
+# Two per source partition in a lease (exactly_once.PARITIES): room for a bin of 64 partitions.
+MAX_TRANSACTIONAL_PRODUCERS = 128
 # Producers stuck inside a librdkafka call: never called again, never closed (a close would
 # wait for the stuck call), kept referenced so no garbage collection destroys them either.
 _abandoned: list[Any] = []

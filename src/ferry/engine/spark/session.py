@@ -16,6 +16,7 @@ from typing import Any
 
 from ferry.config.model import FerryConfig
 from ferry.engine.spark.cluster import launched_in, prepare_cluster, submitted_settings
+from ferry.secrets import SPARK_OPTIONS_REDACTION_REGEX, SPARK_REDACTION_REGEX
 
 __all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
 
@@ -60,6 +61,11 @@ def start_spark(
         # Workers import pyspark's compiled modules, not its zip (see python_workers).
         "spark.python.daemon.module": "ferry.engine.spark.python_workers",
         "spark.ui.showConsoleProgress": "false",
+        # Masked in Spark's log, event log and UI: settings and data source options whose name
+        # or value looks secret. Spark's defaults miss sasl.jaas.config and ssl.key.pem; each
+        # flow's spec option holds its clusters' client settings (see ferry.secrets).
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
+        "spark.sql.redaction.options.regex": SPARK_OPTIONS_REDACTION_REGEX,
         # Checkpoints live in ferry.state.dir, a local directory, where a rename is atomic.
         # Spark's default (FileContext) manager runs `readlink` and `chmod` processes for
         # every checkpoint file without Hadoop's native library (4 to 5 per micro-batch, about
@@ -104,7 +110,33 @@ def start_spark(
     for key, value in settings.items():
         builder = builder.config(key, value)
     with launched_in(launch_dir):
+        _launch_jvm(settings, config.state_dir.resolve() / "spark.log")
         return builder.getOrCreate(), archive
+
+
+def _launch_jvm(settings: dict[str, str], log: Path) -> None:
+    """Start Spark's driver JVM with its stdout and stderr appended to `log`.
+
+    What the JVM prints before (or beside) its log configuration, such as `WARNING: Using
+    incubator modules: jdk.incubator.vector` at every start, is nothing a user of ferry can act
+    on; in the console it buries ferry's own lines. pyspark would start the JVM with the
+    console as its stderr; started here first, the session then uses this JVM. Under
+    spark-submit (or when a session already runs) the JVM exists and nothing happens.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as output:  # the JVM keeps its own copy of the descriptor
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            conf, popen_kwargs={"stdout": output, "stderr": output}
+        )
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
 def _cache_dir() -> Path:

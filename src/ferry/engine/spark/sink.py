@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
@@ -32,6 +32,7 @@ from ferry.engine.copy.client_settings import (
     progress_consumer_settings,
 )
 from ferry.engine.copy.exactly_once import (
+    ProducerFor,
     TransactionalSettings,
     committed_positions,
     copy_bin_exactly_once,
@@ -43,6 +44,7 @@ from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_r
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.engine.executors import UNKNOWN, TaskReport
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
 from ferry.errors import FerryError, error_to_text
@@ -92,6 +94,7 @@ class BinReport(WriterCommitMessage):
     copier: str = "python"  # which copy loop ran: native, python (exactly-once: python)
     began_at: float = 0.0  # wall clock, when the task started and ended (a lease's bounds)
     ended_at: float = 0.0
+    executor: dict[str, str] = field(default_factory=dict)  # id and host it ran on
 
 
 class MirrorSink(DataSourceStreamWriter):
@@ -105,6 +108,7 @@ class MirrorSink(DataSourceStreamWriter):
         began_at = time.time()
         report = self._write(iterator)
         report.began_at, report.ended_at = began_at, time.time()
+        report.executor = _executor()
         return report
 
     def _write(self, iterator: Iterator[Any]) -> BinReport:
@@ -223,9 +227,7 @@ class MirrorSink(DataSourceStreamWriter):
 
             def drop() -> None:
                 worker_clients.evict(consumer_conf, {})
-                worker_clients.evict_transactional(
-                    [settings.for_partition(r.topic, r.partition) for r in ranges]
-                )
+                worker_clients.evict_transactional(settings.for_ranges(ranges))
 
             results = _dropping_clients_on_failure(lease_exactly_once, drop)
             return BinReport(results, time.monotonic() - began)
@@ -278,18 +280,17 @@ class MirrorSink(DataSourceStreamWriter):
         consumer.unassign()
         return BinReport(results, time.monotonic() - began)
 
-    def _transactional(
-        self, ctx: CopyContext
-    ) -> tuple[TransactionalSettings, Callable[[str, int, bool], Any]]:
-        """Exactly-once: the settings of each partition's producer, and `producer_for(topic,
-        partition, fresh)`, the started one from this worker's cache (`fresh`: a new one)."""
+    def _transactional(self, ctx: CopyContext) -> tuple[TransactionalSettings, ProducerFor]:
+        """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
+        partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
+        one)."""
         from ferry.engine.copy import worker_clients
 
         settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
 
-        def producer_for(topic: str, partition: int, fresh: bool) -> Any:
+        def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
             return worker_clients.transactional_producer(
-                settings.for_partition(topic, partition), fresh
+                settings.for_partition(topic, partition, parity), fresh
             )
 
         return settings, producer_for
@@ -361,6 +362,17 @@ class MirrorSink(DataSourceStreamWriter):
             )
             return
         state.add_batch(batchId, [partition_entry(r) for r in results], seconds, copiers)
+        state.add_executor_totals(
+            [
+                TaskReport(
+                    r.executor.get("id", UNKNOWN),
+                    r.executor.get("host", UNKNOWN),
+                    r.began_at,
+                    [partition_entry(x) for x in r.results],
+                )
+                for r in reports
+            ]
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
@@ -401,9 +413,22 @@ def _live_writer(state: FlowState) -> Callable[[list[PartitionResult]], None]:
     context = TaskContext.get()
     task = f"{context.partitionId()}-{context.attemptNumber()}-" if context else ""
     name = f"{task}{uuid.uuid4().hex[:12]}"
+    executor = _executor()
+    began = time.time()
 
     def write(results: list[PartitionResult]) -> None:
         with contextlib.suppress(OSError):
-            state.write_live(name, [partition_entry(r) for r in results])
+            state.write_live(name, [partition_entry(r) for r in results], executor, began)
 
     return write
+
+
+def _executor() -> dict[str, str]:
+    """The executor this task runs on; the driver's own head start (engine/head_start.py),
+    outside any task, copies on the driver."""
+    from pyspark import TaskContext
+
+    from ferry.engine.spark.executor_identity import executor_identity
+
+    identity = executor_identity()
+    return identity if TaskContext.get() is not None else {**identity, "id": "driver"}

@@ -5,7 +5,8 @@ Two modes. **Leases** (continuous `ferry run`, `ferry.lease.seconds` > 0): the o
 copies its bin of partitions continuously from the flow's position on the target
 (engine/copy/lease.py). The planner only decides who copies what: every partition of every
 selected topic, packed into one bin per core, weighted by what each partition carried in the
-last lease plus its lag, and sticky across leases. New topics and partitions (found every
+last lease plus its lag (read against the flow's position on the target, so it is known from
+the first lease on), and sticky across leases. New topics and partitions (found every
 `refresh.topics.interval.seconds`, or at once when the API changes the flow's topics) join at
 the next lease; a paused flow (ferry.control) gets no lease until it resumes.
 
@@ -309,17 +310,36 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _lease_weights(self) -> dict[TP, int]:
         """What each partition will likely carry in a lease: what it carried in the last one,
-        plus its lag (so a partition catching up gets a bin of its own)."""
+        plus its lag now, so a partition catching up gets a bin of its own, from the first
+        lease of a run on (when nothing was carried yet)."""
         stats = self.state.stats().get("partitions", {})
-        lags = self.state.partition_lags()
         weights: dict[TP, int] = {}
         for key, entry in stats.items():
             topic, _, partition = key.rpartition(":")
             tp = (topic, int(partition))
             records = int(entry.get("records", 0))
-            weights[tp] = 1 + records - self._carried.get(tp, 0) + lags.get(key, 0)
+            weights[tp] = records - self._carried.get(tp, 0)
             self._carried[tp] = records
-        return weights
+        lags = self._lags()
+        return {tp: 1 + weights.get(tp, 0) + lags.get(tp, 0) for tp in {*weights, *lags}}
+
+    def _lags(self) -> dict[TP, int]:
+        """The source's ends at this lease's planning minus the flow's position on the target
+        (where every run, on any machine, committed it). This machine's counters stand in when
+        the target does not answer: placement is an estimate, never a reason to stop."""
+        policy = self._topic_manager().policy
+        try:
+            positions = GroupAdmin(self.spec.target).committed(self.flow.progress_group)
+        except FerryError:
+            return {
+                (topic, int(partition)): lag
+                for key, lag in self.state.partition_lags().items()
+                for topic, _, partition in [key.rpartition(":")]
+            }
+        return {
+            (t, p): max(0, end - positions.get((policy.remote_topic(self.flow.source, t), p), 0))
+            for (t, p), end in self._log_ends.items()
+        }
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, BinPartition)
