@@ -6,7 +6,10 @@
     ├── LocalClusterError        `ferry local` could not start, find or stop a broker
     ├── KafkaUnavailableError    a cluster did not answer in time (or a batch must be copied
     │                            again); retry with backoff
-    └── ReplicationError         copying failed at a known cluster/topic/partition/offset
+    ├── ReplicationError         copying failed at a known cluster/topic/partition/offset
+    └── ControlError             a change asked of a running ferry (the API) was refused
+        ├── UnknownFlowError     no running flow by that name (HTTP 404)
+        └── RejectedChangeError  the change makes no sense: say why (HTTP 400)
 
 The CLI prints `str(error)` and exits non-zero, so each message must say what was wrong,
 where (file and key, or cluster, topic, partition and offset) and what would fix it.
@@ -20,10 +23,13 @@ import re
 
 __all__ = [
     "ConfigError",
+    "ControlError",
     "FerryError",
     "KafkaUnavailableError",
     "LocalClusterError",
+    "RejectedChangeError",
     "ReplicationError",
+    "UnknownFlowError",
     "UnsafeConfigError",
     "error_from_text",
     "error_to_text",
@@ -32,6 +38,18 @@ __all__ = [
 
 class FerryError(Exception):
     """Base of every error ferry raises deliberately."""
+
+
+class ControlError(FerryError):
+    """A change asked of a running `ferry run` over its API, refused with the reason."""
+
+
+class UnknownFlowError(ControlError):
+    """The change names a flow that is not running."""
+
+
+class RejectedChangeError(ControlError):
+    """The change names a running flow but cannot be made (say, a topic the source lacks)."""
 
 
 class ConfigError(FerryError):

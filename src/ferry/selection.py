@@ -2,7 +2,8 @@
 
 Pure code. Regexes match the whole name (MM2's DefaultTopicFilter). Internal topics (Kafka's,
 MM2's, ferry's own) and topics that would copy data back to where it came from are never
-selected, whatever the lists say; heartbeats topics are selected whatever the lists say.
+selected, whatever the lists say; heartbeats topics are selected whatever the lists say. A
+flow's runtime override (topics added or removed over the API) changes what the lists say.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ import re
 from collections.abc import Iterable
 
 from ferry.config.model import FlowConfig
+from ferry.control.model import FlowControl
 from ferry.policy import ReplicationPolicy
 
 __all__ = ["TopicSelector"]
 
 
 class TopicSelector:
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
+    def __init__(
+        self, flow: FlowConfig, policy: ReplicationPolicy, control: FlowControl | None = None
+    ) -> None:
+        self._control = control or FlowControl()
         self._include = [re.compile(p) for p in flow.topics]
         self._exclude = [re.compile(p) for p in flow.topics_exclude]
         self._policy = policy
@@ -27,9 +32,10 @@ class TopicSelector:
         """MM2's rule: (the lists take it, or it is a heartbeats topic), and it is neither
         internal nor a cycle. Heartbeats always travel: they are how latency and hops are seen.
         """
-        listed = any(p.fullmatch(topic) for p in self._include) and not any(
+        by_file = any(p.fullmatch(topic) for p in self._include) and not any(
             p.fullmatch(topic) for p in self._exclude
         )
+        listed = self._control.listed(topic, by_file)
         if not (listed or self._policy.is_heartbeats_topic(topic)):
             return False
         return self._policy.should_replicate(topic, self._target)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ferry.cli.api_commands import flows_app, topics_app
 from ferry.cli.cluster_commands import pack, spark_app
 from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
@@ -30,6 +31,8 @@ local_app = typer.Typer(help="Real Apache Kafka (KRaft) clusters on 127.0.0.1, f
 app.add_typer(local_app, name="local")
 local_app.add_typer(spark_app, name="spark")
 app.command("pack")(pack)
+app.add_typer(topics_app, name="topics")
+app.add_typer(flows_app, name="flows")
 
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
@@ -134,6 +137,30 @@ def validate(config: ConfigOption) -> None:
             for key, refs in sorted(cfg.secrets.items())
         )
         out.print(f"  secrets (printed as {HIDDEN}): {', '.join(sources)}")
+    _print_control_state(cfg)
+
+
+def _print_control_state(cfg: Any) -> None:
+    """What the API changed (topics, pause), as the control topic keeps it for the next start."""
+    from ferry.control.controller import describe
+    from ferry.control.log import ControlLog
+
+    api = cfg.api
+    if api.control_cluster is None:
+        out.print("  control state: not kept (set api.control.cluster to keep API changes)")
+        return
+    log = ControlLog(cfg.clusters[api.control_cluster], api.control_topic, timeout=5)
+    try:
+        saved = log.read()
+    except FerryError as exc:
+        err.print(f"note: could not read the control state: {exc}")
+        return
+    where = f"{api.control_topic} on {api.control_cluster}"
+    changed = {name: c for name, c in saved.items() if not c.empty}
+    if not changed:
+        out.print(f"  control state ({where}): no change made over the API")
+    for name, control in sorted(changed.items()):
+        out.print(f"  control state ({where}): flow {name}: {describe(control)}")
 
 
 def _check_topology(cfg: Any, config: Path, command: str) -> Any:
@@ -175,9 +202,17 @@ def run(
         int | None,
         typer.Option(help="Serve Prometheus /metrics and /healthz on 127.0.0.1:PORT (0: any)"),
     ] = None,
+    api_port: Annotated[
+        int | None,
+        typer.Option(help="Serve the control API (topics, pause, failover) on PORT (0: any)"),
+    ] = None,
+    api_host: Annotated[
+        str, typer.Option(help="Where the API listens; not loopback only with a token")
+    ] = "127.0.0.1",
 ) -> None:
     """Replicate every enabled flow (one Spark streaming query each) until stopped."""
     from ferry.cli.progress_view import ProgressView, summary_table
+    from ferry.control.controller import Controller
     from ferry.engine.runner import Runner
 
     cfg = _load(config)
@@ -188,6 +223,8 @@ def run(
             f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
             f"{cfg.clusters[flow.target].bootstrap_servers}"
         )
+    controller = Controller.of(cfg, lambda m: err.print(m))
+    controller.restore()  # what the API last said, before anything copies
     with ProgressView(err) as view:
         runner = Runner(
             cfg,
@@ -196,7 +233,18 @@ def run(
             on_notice=lambda m: err.print(m),
             metrics_port=metrics_port,
         )
-        flows = runner.run()
+        api = None
+        if api_port is not None:
+            from ferry.api.server import serve
+
+            api = serve(cfg, controller, runner.flow_conditions, api_host, api_port)
+            err.print(f"API on {api.url} (OpenAPI document: {api.url}/openapi.json)")
+        try:
+            flows = runner.run()
+        finally:
+            if api is not None:
+                api.stop()
+            controller.close()
     if as_json:
         print(
             json.dumps(
@@ -265,10 +313,26 @@ def translate(
     """Print where a consumer group would resume on another cluster, per partition."""
     from ferry.offsets.failover import plan_failover
 
+    cfg = _load(config)
+    control = _recorded_control(cfg, from_alias, to_alias)
     plan = plan_failover(
-        _load(config), group, from_alias, to_alias, from_checkpoints=from_checkpoints
+        cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
     )
     _print_plan(plan, as_json)
+
+
+def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
+    """What the API changed about the flow (topics added or removed), if it is recorded."""
+    from ferry.control.log import recorded_control
+
+    try:
+        return recorded_control(cfg, from_alias, to_alias)
+    except FerryError as exc:
+        err.print(
+            f"note: could not read the control state ({exc}); topics added or removed over "
+            "the API count as the config file says"
+        )
+        return None
 
 
 @app.command()
@@ -293,8 +357,11 @@ def failover(
     from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
 
     cfg = _load(config)
+    control = _recorded_control(cfg, from_alias, to_alias)
     planner = plan_failover_by_timestamp if by_timestamp else plan_failover
-    plan = planner(cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints)
+    plan = planner(
+        cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
+    )
     if not dry_run:
         apply_failover(cfg, plan)
     _print_plan(plan, as_json)

@@ -1,7 +1,8 @@
 """Entries (from either file format) to a FerryConfig, with MM2's meaning and defaults.
 
 Key resolution, in order: `clusters`; `spark.*`; `ferry.state.dir` and
-`ferry.once.max.wait.seconds`; `<src>-><dst>.<flow key>`; `<alias>.<client key>` (with
+`ferry.once.max.wait.seconds`; `api.*` (ferry run's control API); `<src>-><dst>.<flow key>`;
+`<alias>.<client key>` (with
 `consumer.`/`producer.`/`admin.` roles); top-level flow keys (defaults for every flow);
 top-level security keys (inherited by every cluster); keys MM2 or Kafka Connect need and ferry
 does not (collected as ignored). Anything else is an error with a "did you mean". Every error
@@ -32,6 +33,7 @@ from ferry.config.keys import (
 )
 from ferry.config.model import (
     ONCE_MAX_WAIT_SECONDS,
+    ApiConfig,
     ClusterConfig,
     FerryConfig,
     FlowConfig,
@@ -74,9 +76,18 @@ _RESERVED_ALIASES = frozenset(
         *INHERITED_CLIENT_PREFIXES,
         "spark.",
         "ferry.",
+        "api.",
         "clusters",
     )
 )
+# `api.*` keys: ApiConfig field, and whether the value is a file path (relative to the file).
+_API_KEYS: dict[str, tuple[str, bool]] = {
+    "api.token.file": ("token_file", True),
+    "api.ssl.certfile": ("ssl_certfile", True),
+    "api.ssl.keyfile": ("ssl_keyfile", True),
+    "api.control.cluster": ("control_cluster", False),
+    "api.control.topic": ("control_topic", False),
+}
 
 
 def load_config(path: str | Path) -> FerryConfig:
@@ -150,6 +161,7 @@ class _Builder:
         per_flow: dict[tuple[str, str], dict[str, Entry]] = {}
         per_cluster: dict[str, list[tuple[str, Entry]]] = {alias: [] for alias in aliases}
         inherited: list[Entry] = []
+        api: dict[str, Any] = {}
 
         for key, entry in self.entries.items():
             first = key.split(".", 1)[0]
@@ -164,6 +176,12 @@ class _Builder:
                 if not entry.value:
                     raise self.error(entry, "is empty; give a directory for Spark checkpoints")
                 state_dir = self.base_dir / Path(entry.value).expanduser()
+            elif key in _API_KEYS:
+                field, is_path = _API_KEYS[key]
+                if not entry.value:
+                    raise self.error(entry, "is empty")
+                value = entry.value
+                api[field] = self.base_dir / Path(value).expanduser() if is_path else value
             elif flow_match is not None:
                 source, target = flow_match["source"], flow_match["target"]
                 for alias in (source, target):
@@ -189,6 +207,7 @@ class _Builder:
                 raise self.error(entry, self.unknown_top_level(key, aliases))
 
         clusters = {alias: self.cluster(alias, per_cluster[alias], inherited) for alias in aliases}
+        self.check_api(api, aliases)
         flows = tuple(
             self.flow(source, target, flow_defaults, per_flow.get((source, target), {}))
             for source in aliases
@@ -202,10 +221,23 @@ class _Builder:
             spark=spark,
             state_dir=state_dir,
             once_max_wait_seconds=once_max_wait,
+            api=ApiConfig(**api),
             ignored_keys=tuple(self.ignored),
             notes=tuple(self.notes),
             secrets=self.secrets,
         )
+
+    def check_api(self, api: dict[str, Any], aliases: list[str]) -> None:
+        cluster = api.get("control_cluster")
+        if cluster is not None and cluster not in aliases:
+            raise self.error(
+                self.entries["api.control.cluster"], self.unknown_alias(cluster, aliases)
+            )
+        certfile, keyfile = ("ssl_certfile" in api), ("ssl_keyfile" in api)
+        if certfile != keyfile:
+            given = "api.ssl.certfile" if certfile else "api.ssl.keyfile"
+            other = "api.ssl.keyfile" if certfile else "api.ssl.certfile"
+            raise self.error(self.entries[given], f"needs {other} too (HTTPS takes both)")
 
     def aliases(self) -> list[str]:
         entry = self.entries.get("clusters")
@@ -277,6 +309,7 @@ class _Builder:
             "clusters",
             "ferry.state.dir",
             "ferry.once.max.wait.seconds",
+            *_API_KEYS,
             *(f"{a}.bootstrap.servers" for a in aliases),
         ]
         return self.unknown_key(key, known)

@@ -14,7 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
-__all__ = ["ONCE_MAX_WAIT_SECONDS", "ClusterConfig", "FerryConfig", "FlowConfig", "PolicySpec"]
+__all__ = [
+    "ONCE_MAX_WAIT_SECONDS",
+    "ApiConfig",
+    "ClusterConfig",
+    "FerryConfig",
+    "FlowConfig",
+    "PolicySpec",
+]
 
 # Settings ferry forces on its replication clients; the loader refuses files that contradict
 # them (UnsafeConfigError), so these are never silently overridden either way.
@@ -159,6 +166,19 @@ class FlowConfig(_Frozen):
         return (self.batch_max_records or records, self.batch_max_bytes or size)
 
 
+DEFAULT_CONTROL_TOPIC = "ferry-control.internal"
+
+
+class ApiConfig(_Frozen):
+    """`ferry run --api-port`: who may call it, over what, and where its changes are kept."""
+
+    token_file: Path | None = None  # `api.token.file`; FERRY_API_TOKEN wins when set
+    ssl_certfile: Path | None = None  # `api.ssl.certfile` + `api.ssl.keyfile`: HTTPS
+    ssl_keyfile: Path | None = None
+    control_cluster: str | None = None  # `api.control.cluster`: keeps changes across restarts
+    control_topic: str = DEFAULT_CONTROL_TOPIC  # `api.control.topic`
+
+
 class FerryConfig(_Frozen):
     """A whole config file: clusters, every flow between them, Spark settings, state dir."""
 
@@ -169,6 +189,7 @@ class FerryConfig(_Frozen):
     state_dir: Path = Path("ferry-state")
     # `--once` runs give up on a cluster that has not answered for this long (cron must end).
     once_max_wait_seconds: int = ONCE_MAX_WAIT_SECONDS
+    api: ApiConfig = ApiConfig()
     ignored_keys: tuple[str, ...] = ()
     # One sentence per MM2 setting that has no job in ferry: which key, and why.
     notes: tuple[str, ...] = ()

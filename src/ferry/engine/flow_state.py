@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferry.control.model import FlowControl
 from ferry.engine.executors import ExecutorStats, TaskReport, add_totals, summarize
 from ferry.engine.latency import Histogram
 
@@ -85,6 +86,17 @@ class FlowState:
     def handover_marker(self) -> Path:
         """A leased task asks the head start to stop (and waits for its marker to go)."""
         return self.directory / "handover"
+
+    def control(self) -> FlowControl:
+        """What the API changed about the flow while it runs (topics, pause); the planner
+        reads it at every lease or batch. An unreadable file counts as no change."""
+        try:
+            return FlowControl.from_json(self._read("control.json"))
+        except ValueError:
+            return FlowControl()
+
+    def write_control(self, control: FlowControl) -> None:
+        self._write("control.json", control.as_json())
 
     def lease_topics(self) -> dict[str, int]:
         """The topics (and partition counts) the running lease copies, as the planner wrote."""

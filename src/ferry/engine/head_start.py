@@ -76,8 +76,14 @@ class HeadStart:
         return self
 
     def over(self) -> bool:
-        """A task asked to take over, ferry run is stopping, or `stop` was called."""
-        return self._stop.is_set() or self._stopping() or self.state.handover_marker.exists()
+        """A task asked to take over, ferry run is stopping, `stop` was called, or the flow
+        was paused over the API."""
+        return (
+            self._stop.is_set()
+            or self._stopping()
+            or self.state.handover_marker.exists()
+            or self.state.control().paused
+        )
 
     def stop(self, timeout: float = HANDOVER_TIMEOUT_SECONDS) -> None:
         """End the head start after its current slice; returns once it committed and stopped."""

@@ -93,7 +93,8 @@ class AssignmentWatch:
     def _manager(self, flow: FlowConfig) -> TopicManager:
         if flow.name not in self._managers:
             clusters = self._config.clusters
+            state = next(s for f, s in self._flows if f.name == flow.name)
             self._managers[flow.name] = TopicManager(
-                flow, clusters[flow.source], clusters[flow.target]
+                flow, clusters[flow.source], clusters[flow.target], control=state.control
             )
         return self._managers[flow.name]

@@ -108,6 +108,7 @@ class Runner:
         self.metrics_url: str | None = None  # set once the metrics endpoint is serving
         self._last_tick = time.monotonic()
         self._reach = Reachability()  # what the console last said of each cluster
+        self._flows: list[_Flow] = []  # while running (the API asks how each flow is)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -120,12 +121,16 @@ class Runner:
         with stop_on_signals(self._stop_on_signal):
             return self._run()
 
+    def flow_conditions(self) -> dict[str, str | None]:
+        """Per running flow, why it does not copy now (a cluster that does not answer)."""
+        return {f.flow.name: str(f.down) if f.down else None for f in list(self._flows)}
+
     def _stop_on_signal(self) -> None:
         self._stopping = True
         self._notice("stopping after the current batch (Ctrl-C again to stop now)")
 
     def _run(self) -> list[FlowProgress]:
-        flows: list[_Flow] = []
+        flows: list[_Flow] = self._flows
         server: MetricsServer | None = None
         control: ControlPlane | None = None
         watch: AssignmentWatch | None = None
@@ -179,7 +184,10 @@ class Runner:
                 self._start(spark, f)
             leases = [(f.flow, f.state) for f in flows if f.spec.leased]
             watch = AssignmentWatch(self.config, leases, lambda: self._stopping).start()
-            control = plane = ControlPlane(self.config, self._notice, self._reach)
+            states = {f.flow.name: f.state for f in flows}
+            control = plane = ControlPlane(
+                self.config, self._notice, self._reach, lambda flow: states[flow.name].control()
+            )
             if not self.once:
                 plane.start()
             self._watch(spark, flows)

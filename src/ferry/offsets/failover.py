@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig
+from ferry.control.model import FlowControl
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.kafka.errors import unavailable
 from ferry.kafka.log import quiet
@@ -81,7 +82,10 @@ def plan_failover(
     *,
     timeout: float = 10.0,
     from_checkpoints: bool = False,
+    control: FlowControl | None = None,
 ) -> FailoverPlan:
+    """`control`: the flow `from->to`'s runtime override (topics added or removed over the
+    API, see ferry.control), so those topics count as replicated or not as they are."""
     _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
@@ -102,7 +106,7 @@ def plan_failover(
                 f"group {group} has no committed offsets on cluster {from_alias}; "
                 "check the group name (ferry translates what a group committed)"
             )
-        positions, not_replicated = _from_cluster(config, committed, from_alias, to_alias)
+        positions, not_replicated = _from_cluster(config, committed, from_alias, to_alias, control)
         source = "cluster"
     positions, missing = _existing_on_target(target_admin, positions)
     not_replicated += missing
@@ -126,6 +130,7 @@ def plan_failover_by_timestamp(
     *,
     timeout: float = 10.0,
     from_checkpoints: bool = False,
+    control: FlowControl | None = None,
 ) -> FailoverPlan:
     """Translate by the timestamp of the last record the group consumed in each partition.
 
@@ -165,7 +170,7 @@ def plan_failover_by_timestamp(
             "__consumer_timestamps); applications record them by committing through "
             "ferry.offsets.consumer_timestamps.ConsumerTimestampsRecorder"
         )
-    selector = TopicSelector(flow, policy)
+    selector = TopicSelector(flow, policy, control)
     target_admin = GroupAdmin(config.clusters[to_alias], timeout=timeout)
     candidates = [
         Position(t, p, pos.offset, policy.remote_topic(from_alias, t), -1, "timestamp", "timestamp")
@@ -238,7 +243,11 @@ def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 
 
 
 def _from_cluster(
-    config: FerryConfig, committed: dict[tuple[str, int], int], from_alias: str, to_alias: str
+    config: FerryConfig,
+    committed: dict[tuple[str, int], int],
+    from_alias: str,
+    to_alias: str,
+    control: FlowControl | None = None,
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
     forward = config.flow(from_alias, to_alias)
     back = config.flow(to_alias, from_alias)
@@ -255,7 +264,7 @@ def _from_cluster(
     policy = policy_for(forward.policy, from_alias)
     runs = RunsStore(config.clusters[to_alias], policy.offset_runs_topic(from_alias), from_alias)
     try:
-        selector = TopicSelector(forward, policy)
+        selector = TopicSelector(forward, policy, control)
         ahead = forward_positions(rest, selector.accepts, policy, from_alias, runs.refresh())
     finally:
         runs.close()

@@ -12,12 +12,14 @@ target for groups that are idle there, never moving a target offset back (MM2's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig, FlowConfig
+from ferry.control.model import FlowControl
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
@@ -40,8 +42,18 @@ class SyncReport:
 
 
 class CheckpointEmitter:
-    def __init__(self, config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        flow: FlowConfig,
+        *,
+        timeout: float = 10.0,
+        control: Callable[[], FlowControl] | None = None,
+    ) -> None:
+        """`control`: the flow's runtime override (ferry.control), read at every tick, so a
+        topic added over the API is checkpointed like one the file names."""
         self.flow = flow
+        self._control = control
         self.source = config.clusters[flow.source]
         self.target = config.clusters[flow.target]
         self.policy = policy_for(flow.policy, flow.source)
@@ -74,6 +86,8 @@ class CheckpointEmitter:
         # were only ever set through the admin API (as `ferry failover` sets them).
         listed = set(self.source_groups.groups()) | set(self.checkpoints.groups())
         groups = sorted(g for g in listed if self.accepts_group(g))
+        if self._control is not None:
+            self.selector = TopicSelector(self.flow, self.policy, self._control())
         fresh: list[Checkpoint] = []
         for group in groups:
             committed = self.source_groups.committed(group)

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.control.model import FlowControl
 from ferry.errors import FerryError, KafkaUnavailableError
 from ferry.kafka.log import quiet
 from ferry.kafka.reachability import Reachability
@@ -45,7 +46,10 @@ class ControlPlane:
         config: FerryConfig,
         on_notice: Callable[[str], None] | None = None,
         reachability: Reachability | None = None,
+        controls: Callable[[FlowConfig], FlowControl] | None = None,
     ) -> None:
+        """`controls`: each flow's runtime override (ferry.control), for the checkpoints."""
+        self._controls = controls
         self._notice = on_notice or (lambda _m: None)
         # Shared with the runner: an outage is said once, whoever meets it first.
         self._reach = reachability or Reachability()
@@ -78,7 +82,8 @@ class ControlPlane:
 
         def emitter() -> CheckpointEmitter:  # one for checkpoints and group sync
             if not offsets:
-                offsets.append(CheckpointEmitter(config, flow))
+                control = partial(self._controls, flow) if self._controls else None
+                offsets.append(CheckpointEmitter(config, flow, control=control))
                 self._closers.append(offsets[0].close)
             return offsets[0]
 

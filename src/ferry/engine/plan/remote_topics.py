@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.control.model import FlowControl
 from ferry.errors import ReplicationError
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
@@ -56,12 +58,16 @@ class TopicManager:
         source_admin: Any = None,
         target_admin: Any = None,
         timeout: float = 15.0,
+        control: Callable[[], FlowControl] | None = None,
     ) -> None:
+        """`control`: the flow's runtime override, read at every selection (see
+        ferry.control); None for what the file says alone."""
         self.flow = flow
         self.source = source
         self.target = target
         self.policy: ReplicationPolicy = policy_for(flow.policy, flow.source)
         self.selector = TopicSelector(flow, self.policy)
+        self._control = control
         self._source_admin = source_admin or clients.admin_client(source.admin_config())
         self._target_admin = target_admin or clients.admin_client(target.admin_config())
         self._timeout = timeout
@@ -104,10 +110,13 @@ class TopicManager:
     def selected(self) -> dict[str, int]:
         """The source topics the flow copies, with their partition counts."""
         source_md = self._metadata(self.source, self._source_admin)
+        selector = self.selector
+        if self._control is not None:
+            selector = TopicSelector(self.flow, self.policy, self._control())
         return {
             name: len(md.partitions)
             for name, md in source_md.topics.items()
-            if md.error is None and self.selector.accepts(name)
+            if md.error is None and selector.accepts(name)
         }
 
     def sync(self) -> dict[str, RemoteTopic]:

@@ -7,7 +7,8 @@ copies its bin of partitions continuously from the flow's position on the target
 selected topic, packed into one bin per core, weighted by what each partition carried in the
 last lease plus its lag (read against the flow's position on the target, so it is known from
 the first lease on), and sticky across leases. New topics and partitions (found every
-`refresh.topics.interval.seconds`) join at the next lease.
+`refresh.topics.interval.seconds`, or at once when the API changes the flow's topics) join at
+the next lease; a paused flow (ferry.control) gets no lease until it resumes.
 
 **Bounded micro-batches** (`--once`, or `ferry.lease.seconds = 0`): the offset is
 `{topic: {partition: next offset}}` on the source cluster. Each micro-batch it
@@ -94,7 +95,9 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
     def _topic_manager(self) -> TopicManager:
         if self._manager is None:
-            self._manager = TopicManager(self.flow, self.spec.source, self.spec.target)
+            self._manager = TopicManager(
+                self.flow, self.spec.source, self.spec.target, control=self.state.control
+            )
         return self._manager
 
     def _refresh(self, force: bool = False) -> None:
@@ -136,10 +139,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise RuntimeError(error_to_text(exc)) from None
 
     def _latest_offset(self, start: dict[TP, int], limit: ReadLimit) -> dict[str, Any]:
-        if self.state.stop_marker.exists():
-            return _nested(start)  # ferry run is stopping: let the running batch be the last
+        if self.state.stop_marker.exists() or self.state.control().paused:
+            # Stopping: let the running batch be the last. Paused: no batch; the position
+            # stays where the last one committed it.
+            return _nested(start)
         if self._available_now is None:
-            self._refresh()
+            replan = self.state.replan_marker.exists()  # the API changed the flow's topics
+            self._refresh(force=replan)
+            if replan:
+                self.state.replan_marker.unlink(missing_ok=True)
             latest = self._end_offsets("latest")
         else:
             latest = dict(self._available_now)
@@ -172,7 +180,10 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_bytes=None if unlimited else self.flow.batch_caps[1],
             record_bytes=self.state.record_bytes(),
         )
-        result = dict(start)
+        # A topic removed over the API leaves the plan (were it kept, every batch would look
+        # for it); added again, it resumes from the flow's position on the target.
+        removed = self.state.control().removed
+        result = {tp: offset for tp, offset in start.items() if tp[0] not in removed}
         for tp, end in ends.items():
             if end != begin[tp] or tp in start:
                 result[tp] = end
@@ -230,8 +241,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- leases ---------------------------------------------------------------------------
 
     def _next_lease(self, start: dict[str, Any]) -> dict[str, Any]:
-        if self.state.stop_marker.exists():
-            return start  # ferry run is stopping: no new lease
+        if self.state.stop_marker.exists() or self.state.control().paused:
+            return start  # stopping or paused (the running lease ends at the replan marker)
         self._refresh(force=self.state.replan_marker.exists())
         self._log_ends = self._end_offsets("latest")
         self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
@@ -288,7 +299,10 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def whole_flow(self) -> list[tuple[Any, ...]]:
         """Every partition of the flow from its position on, as rows of RANGE_SCHEMA: one
-        lease's plan without Spark (the driver's head start, engine/head_start.py)."""
+        lease's plan without Spark (the driver's head start, engine/head_start.py); none
+        while the flow is paused."""
+        if self.state.control().paused:
+            return []
         self._refresh(force=True)
         self._log_ends = self._end_offsets("latest")
         topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}

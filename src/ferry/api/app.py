@@ -1,0 +1,145 @@
+"""The endpoints of `ferry run --api-port` (FastAPI; the OpenAPI document at /openapi.json).
+
+Every `/api/v1` call needs the bearer token when one is configured (see auth.py); the
+OpenAPI document and its /docs page describe the API and change nothing, so they are open.
+Change endpoints answer the flow's override after the change; refusals are JSON
+`{"detail": sentence}`: 404 for a flow that is not running, 400 for a change that cannot be
+made, 503 when a cluster the change needs does not answer.
+"""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from ferry.api.auth import token_matches
+from ferry.api.views import flow_summary, partition_rows
+from ferry.control.controller import Controller
+from ferry.errors import FerryError, KafkaUnavailableError, UnknownFlowError
+
+__all__ = ["Conditions", "Failover", "create_app"]
+
+# Per running flow, why it does not copy now (a cluster that does not answer), or None.
+Conditions = Callable[[], dict[str, str | None]]
+# (group, from, to, dry_run, from_checkpoints) -> what `ferry failover --json` prints.
+Failover = Callable[[str, str, str, bool, bool], dict[str, Any]]
+
+
+class TopicRequest(BaseModel):
+    topic: str = Field(min_length=1, description="A topic on the flow's source cluster")
+
+
+class FailoverRequest(BaseModel):
+    group: str = Field(min_length=1)
+    from_: str = Field(alias="from", min_length=1, description="Cluster alias the group leaves")
+    to: str = Field(min_length=1, description="Cluster alias the group moves to")
+    dry_run: bool = False
+    from_checkpoints: bool = False
+
+
+def run_failover(controller: Controller) -> Failover:
+    """What `ferry failover` does, against the controller's clusters; topics added or removed
+    over the API count as replicated or not as they are now."""
+    config = controller.config
+
+    def failover(
+        group: str, from_alias: str, to_alias: str, dry_run: bool, from_checkpoints: bool
+    ) -> dict[str, Any]:
+        from ferry.offsets.failover import apply_failover, plan_failover
+
+        name = f"{from_alias}->{to_alias}"
+        control = controller.states[name].control() if name in controller.states else None
+        plan = plan_failover(
+            config,
+            group,
+            from_alias,
+            to_alias,
+            from_checkpoints=from_checkpoints,
+            control=control,
+        )
+        if not dry_run:
+            apply_failover(config, plan)
+        result: dict[str, Any] = plan.as_json()
+        return result
+
+    return failover
+
+
+def create_app(
+    controller: Controller,
+    *,
+    token: str | None,
+    conditions: Conditions = dict,
+    failover: Failover | None = None,
+) -> FastAPI:
+    bearer = HTTPBearer(auto_error=False, description="api.token.file or FERRY_API_TOKEN")
+
+    def authorized(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        if token is None:
+            return
+        if credentials is None or not token_matches(credentials.credentials, token):
+            raise HTTPException(
+                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    app = FastAPI(
+        title="ferry",
+        summary="Change Kafka replication while it runs: topics, pause, failover.",
+        version="1",
+    )
+    api = APIRouter(prefix="/api/v1", dependencies=[Depends(authorized)])
+    run_failover_ = failover or run_failover(controller)
+
+    @app.exception_handler(FerryError)
+    def refused(_request: Request, exc: FerryError) -> JSONResponse:
+        if isinstance(exc, UnknownFlowError):
+            status = 404
+        elif isinstance(exc, KafkaUnavailableError):
+            status = 503
+        else:
+            status = 400
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    def summary(name: str) -> dict[str, Any]:
+        flow, state = controller.flows[name], controller.states[name]
+        return flow_summary(flow, state, state.control(), conditions().get(name))
+
+    @api.get("/flows", summary="Every running flow: state, topics, lag, latency")
+    def flows() -> list[dict[str, Any]]:
+        return [summary(name) for name in controller.flows]
+
+    @api.get("/flows/{source}/{target}", summary="One flow, per partition")
+    def flow(source: str, target: str) -> dict[str, Any]:
+        name = controller.flow(source, target).name
+        return {**summary(name), "partitions": partition_rows(controller.states[name])}
+
+    @api.post("/flows/{source}/{target}/topics", summary="Start replicating a source topic")
+    def add_topic(source: str, target: str, body: TopicRequest) -> dict[str, Any]:
+        return controller.add_topic(source, target, body.topic).as_json()
+
+    @api.delete(
+        "/flows/{source}/{target}/topics/{topic}",
+        summary="Stop replicating a topic (its copy on the target stays)",
+    )
+    def remove_topic(source: str, target: str, topic: str) -> dict[str, Any]:
+        return controller.remove_topic(source, target, topic).as_json()
+
+    @api.post("/flows/{source}/{target}/pause", summary="Copy nothing; keep the position")
+    def pause(source: str, target: str) -> dict[str, Any]:
+        return controller.pause(source, target).as_json()
+
+    @api.post("/flows/{source}/{target}/resume", summary="Copy again from the position")
+    def resume(source: str, target: str) -> dict[str, Any]:
+        return controller.resume(source, target).as_json()
+
+    @api.post("/failover", summary="Commit a group's translated offsets on another cluster")
+    def failover_(body: FailoverRequest) -> dict[str, Any]:
+        return run_failover_(body.group, body.from_, body.to, body.dry_run, body.from_checkpoints)
+
+    app.include_router(api)
+    return app

@@ -1,0 +1,75 @@
+"""A flow as the API shows it, from the flow's state dir (what `ferry run` last counted).
+
+The lag is the planner's (or the lease watch's) last look at the source's ends against the
+position the flow last committed on the target; latency is the mean replication latency
+(target ack time minus record timestamp) of everything copied, in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferry.config.model import FlowConfig
+from ferry.control.model import FlowControl
+from ferry.engine.flow_state import FlowState
+from ferry.engine.latency import Histogram
+
+__all__ = ["flow_summary", "partition_rows"]
+
+
+def _state(control: FlowControl, down: str | None) -> str:
+    if control.paused:
+        return "paused"
+    return "unavailable" if down else "running"
+
+
+def flow_summary(
+    flow: FlowConfig, state: FlowState, control: FlowControl, down: str | None
+) -> dict[str, Any]:
+    stats = state.stats()
+    latency = Histogram()
+    for entry in stats.get("partitions", {}).values():
+        latency.add(Histogram.from_json(entry.get("latency")))
+    topics = set(state.lease_topics()) | {k.rpartition(":")[0] for k in state.latest()}
+    return {
+        "name": flow.name,
+        "source": flow.source,
+        "target": flow.target,
+        "state": _state(control, down),
+        "error": down,
+        "topics": sorted(topics - control.removed),
+        "control": control.as_json(),
+        "records": int(stats.get("records", 0)),
+        "bytes": int(stats.get("bytes", 0)),
+        "lag": state.lag(stats),
+        "latency_ms": round(latency.total / latency.count, 1) if latency.count else None,
+    }
+
+
+def partition_rows(state: FlowState) -> list[dict[str, Any]]:
+    """Per source partition: its end, the flow's position, lag and records copied."""
+    stats = state.stats()
+    copied = stats.get("partitions", {})
+    ends = state.latest()
+    rows = []
+    for key in sorted(set(ends) | set(copied), key=_by_partition):
+        topic, _, partition = key.rpartition(":")
+        entry = copied.get(key, {})
+        position = entry.get("position")
+        end = ends.get(key)
+        rows.append(
+            {
+                "topic": topic,
+                "partition": int(partition),
+                "end": end,
+                "position": position,
+                "lag": max(0, end - (position or 0)) if end is not None else None,
+                "records": int(entry.get("records", 0)),
+            }
+        )
+    return rows
+
+
+def _by_partition(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
