@@ -61,6 +61,13 @@ bench: setup
 
 # The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
 # minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
+# Lag-aware placement: a skewed backlog (one partition with 10x the records of each other one,
+# steady traffic elsewhere) against the same records spread evenly (a perfect split), from the
+# first record copied to the backlog copied (bench/results/placement.{json,md}).
+.PHONY: bench-placement
+bench-placement: setup
+	$(BIN)/python -m bench.placement
+
 .PHONY: bench-quick
 bench-quick: setup
 	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
