@@ -46,7 +46,20 @@ DirOption = Annotated[
 def local_up(
     clusters: Annotated[str, typer.Option(help="Comma-separated cluster aliases")] = "A,B",
     directory: DirOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print {alias: bootstrap} only")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print {alias: bootstrap} only; with --security, {alias: {client settings}}",
+        ),
+    ] = False,
+    security: Annotated[
+        str,
+        typer.Option(
+            help="plaintext; sasl_ssl (TLS + SCRAM-SHA-512 users 'admin' and 'ferry', ACLs); "
+            "ssl (mutual TLS, the same two principals by certificate)",
+        ),
+    ] = "plaintext",
     broker_settings: Annotated[
         list[str] | None,
         typer.Option(
@@ -66,17 +79,37 @@ def local_up(
     heap: Annotated[str, typer.Option(help="JVM heap per broker")] = "512m",
 ) -> None:
     """Start one single-node Kafka cluster per alias and wait until each answers."""
+    from ferry.errors import LocalClusterError
     from ferry.local import clusters as local
+    from ferry.local.security import MODES
 
+    if security not in MODES:
+        raise LocalClusterError(f"--security '{security}' is not one of {', '.join(MODES)}")
     aliases = [a.strip() for a in clusters.split(",") if a.strip()]
     overrides = local.parse_cluster_settings(broker_settings or [], aliases)
     clients = local.parse_cluster_settings(client_settings or [], aliases, "client setting")
-    started = local.up(aliases, directory, overrides, heap=heap, clients=clients)
+    started = local.up(
+        aliases,
+        directory,
+        overrides,
+        heap=heap,
+        clients=clients,
+        security=security,  # type: ignore[arg-type]  # checked against MODES above
+    )
+    state_file = Path(directory or local.default_dir()) / local.STATE_FILE
     if as_json:
-        print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
+        if security == "plaintext":
+            print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
+        else:
+            print(json.dumps({alias: b.client_settings for alias, b in started.items()}))
         return
     for alias, broker in started.items():
         out.print(styled("cluster ", (alias, "bold"), f": {broker.bootstrap}  (pid {broker.pid})"))
+    if security != "plaintext":
+        out.print(
+            f"security {security}: principal 'ferry' (the ACLs of a source and a target) and "
+            f"'admin' (super user); their client settings are in {state_file}"
+        )
     out.print(f"stop them with: ferry local down --dir {Path(directory or local.default_dir())}")
 
 

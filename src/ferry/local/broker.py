@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -93,12 +93,26 @@ class BrokerProcess:
     directory: str
     overrides: dict[str, str] = field(default_factory=dict)
     # librdkafka settings a client needs to talk to this broker (e.g. SASL credentials when the
-    # overrides make its listener SASL); used for the readiness check and by tests.
+    # overrides make its listener SASL); on a secure cluster, those of the `ferry` principal.
     client: dict[str, str] = field(default_factory=dict)
+    # A super user's settings on a secure cluster (`ferry local up --security`); else empty,
+    # and `client` is the one to use for administration too. Used for the readiness check.
+    admin: dict[str, str] = field(default_factory=dict)
+    security: str = "plaintext"
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka settings for ferry's clients, bootstrap.servers included."""
+        return {"bootstrap.servers": self.bootstrap, **self.client}
+
+    @property
+    def admin_settings(self) -> dict[str, str]:
+        """librdkafka settings of a principal allowed everything (the client's when plain)."""
+        return {"bootstrap.servers": self.bootstrap, **(self.admin or self.client)}
 
     @property
     def properties_file(self) -> Path:
@@ -220,9 +234,13 @@ def start_broker(
     heap: str = "512m",
     timeout: float = 60.0,
     client: Mapping[str, str] | None = None,
+    admin: Mapping[str, str] | None = None,
+    security: str = "plaintext",
+    format_args: Sequence[str] = (),
 ) -> BrokerProcess:
     """Format storage, start the JVM and wait until the broker answers a metadata request
-    from a client configured with `client` (librdkafka settings, e.g. SASL credentials)."""
+    from a client configured with `admin` or else `client` (librdkafka settings, e.g. SASL
+    credentials). `format_args` go to Kafka's storage tool (e.g. SCRAM users)."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     port, controller_port = free_port(), free_port()
@@ -234,16 +252,31 @@ def start_broker(
     (directory / "log4j2.properties").write_text(_LOG4J2.format(log=directory / "broker.log"))
 
     if not (directory / "data" / "meta.properties").exists():
-        format_storage(alias, directory, properties_file, _cluster_id())
+        format_storage(alias, directory, properties_file, _cluster_id(), format_args)
 
     broker = BrokerProcess(
-        alias, 0, port, controller_port, str(directory), dict(overrides or {}), dict(client or {})
+        alias,
+        0,
+        port,
+        controller_port,
+        str(directory),
+        dict(overrides or {}),
+        # bootstrap.servers first, so `clusters.json` holds every setting a client needs.
+        {"bootstrap.servers": f"127.0.0.1:{port}", **(client or {})},
+        {"bootstrap.servers": f"127.0.0.1:{port}", **admin} if admin else {},
+        security,
     )
     _launch(broker, heap=heap, timeout=timeout)
     return broker
 
 
-def format_storage(alias: str, directory: Path, properties_file: Path, cluster_id: str) -> None:
+def format_storage(
+    alias: str,
+    directory: Path,
+    properties_file: Path,
+    cluster_id: str,
+    extra_args: Sequence[str] = (),
+) -> None:
     """Format a KRaft log directory as a standalone broker+controller of `cluster_id`."""
     fmt = subprocess.run(
         _java_command(
@@ -254,6 +287,7 @@ def format_storage(alias: str, directory: Path, properties_file: Path, cluster_i
             f"--cluster-id={cluster_id}",
             f"--config={properties_file}",
             "--standalone",
+            *extra_args,
             heap="256m",
         ),
         capture_output=True,
@@ -296,9 +330,7 @@ def _wait_until_ready(
     broker: BrokerProcess, process: subprocess.Popen[bytes], timeout: float
 ) -> None:
 
-    admin = clients.admin_client(
-        {**broker.client, "bootstrap.servers": broker.bootstrap, "log_level": 0}
-    )
+    admin = clients.admin_client({**broker.admin_settings, "log_level": 0})
     deadline = time.monotonic() + timeout
     last_error = "no answer yet"
     while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import BrokerProcess, start_broker
+from ferry.local.security import ClusterSecurity, SecurityMode, grant_ferry_acls, prepare
 
 __all__ = ["default_dir", "down", "parse_cluster_settings", "read_state", "up"]
 
@@ -39,6 +40,9 @@ def read_state(directory: Path) -> dict[str, BrokerProcess]:
 def _write_state(directory: Path, brokers: Mapping[str, BrokerProcess]) -> None:
     path = directory / STATE_FILE
     tmp = path.with_suffix(".tmp")
+    # Secure clusters' passwords are in it: readable by their owner only.
+    tmp.touch(mode=0o600)
+    tmp.chmod(0o600)
     tmp.write_text(json.dumps({a: b.to_json() for a, b in brokers.items()}, indent=2) + "\n")
     tmp.replace(path)
 
@@ -74,11 +78,15 @@ def up(
     heap: str = "512m",
     timeout: float = 90.0,
     clients: Mapping[str, Mapping[str, str]] | None = None,
+    security: SecurityMode = "plaintext",
 ) -> dict[str, BrokerProcess]:
     """Start one single-node cluster per alias; clusters already running are kept as they are.
 
     A cluster whose broker is gone (machine restarted, killed) starts fresh: its old data is
     removed, because its KRaft quorum was formatted for ports that are no longer its own.
+    With `security` other than plaintext each new cluster gets TLS listeners, its users and
+    an ACL authorizer (`ferry.local.security`); `overrides` and `clients` still apply on top.
+    A running cluster started with another security mode is refused, not silently kept.
     """
     aliases = list(dict.fromkeys(aliases))
     if not aliases:
@@ -91,23 +99,32 @@ def up(
     state = read_state(directory)
     running = {a: b for a, b in state.items() if b.is_running()}
     to_start = [a for a in aliases if a not in running]
+    for alias in aliases:
+        if alias in running and running[alias].security != security:
+            raise LocalClusterError(
+                f"cluster {alias} in {directory} already runs with security "
+                f"{running[alias].security}, not {security}; stop it first "
+                f"(ferry local down --dir {directory})"
+            )
     for alias in to_start:
         shutil.rmtree(directory / alias, ignore_errors=True)
 
     overrides = overrides or {}
     clients = clients or {}
+    secured = {alias: prepare(security, alias, directory) for alias in to_start}
     started: dict[str, BrokerProcess] = {}
     errors: list[str] = []
     with ThreadPoolExecutor(max_workers=max(1, len(to_start))) as pool:
         futures = {
             alias: pool.submit(
-                start_broker,
+                _start,
                 alias,
                 directory / alias,
+                secured[alias],
                 overrides.get(alias, {}),
+                clients.get(alias, {}),
                 heap=heap,
                 timeout=timeout,
-                client=clients.get(alias, {}),
             )
             for alias in to_start
         }
@@ -124,6 +141,39 @@ def up(
     result = {**running, **started}
     _write_state(directory, result)
     return {alias: result[alias] for alias in aliases}
+
+
+def _start(
+    alias: str,
+    directory: Path,
+    security: ClusterSecurity,
+    overrides: Mapping[str, str],
+    client: Mapping[str, str],
+    *,
+    heap: str,
+    timeout: float,
+) -> BrokerProcess:
+    broker = start_broker(
+        alias,
+        directory,
+        {**security.broker, **overrides},
+        heap=heap,
+        timeout=timeout,
+        client={**security.ferry, **client},
+        admin=security.admin,
+        security=security.mode,
+        format_args=security.format_args,
+    )
+    if security.mode != "plaintext":
+        try:
+            grant_ferry_acls(broker.bootstrap, security.admin, timeout)
+        except Exception as exc:  # KafkaException: the broker answered but refused
+            broker.stop()
+            raise LocalClusterError(
+                f"cluster {alias} started but granting ferry's ACLs failed: {exc}; "
+                f"last lines of its log ({directory}):\n{broker.log_tail()}"
+            ) from exc
+    return broker
 
 
 def down(directory: Path | None = None, *, keep_data: bool = False) -> list[str]:

@@ -1,0 +1,80 @@
+"""The ACLs ferry's own principal needs on a flow's source and target (pure).
+
+One table, read by three readers: the README's list, `ferry local up --security`, which grants
+exactly these to its `ferry` principal on every cluster (each can be either side of a flow),
+and the least-privilege integration test, which runs ferry with nothing more. A permission
+missing from this table shows up there as an authorization error; one granted here but not
+needed is a hole the table would document as required.
+
+Names are Kafka's (AclOperation, ResourceType and pattern type names), so a row reads as the
+`kafka-acls.sh` options it stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["FERRY_PERMISSIONS", "Permission", "permissions_for"]
+
+Side = Literal["source", "target"]
+
+
+@dataclass(frozen=True)
+class Permission:
+    """ALLOW `operation` on `resource` `name` (a `pattern` match) for ferry's principal."""
+
+    side: Side
+    resource: Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+    name: str
+    pattern: Literal["LITERAL", "PREFIXED"]
+    operation: str
+    why: str
+
+    def describe(self) -> str:
+        """`READ on TOPIC '*'` (or `... prefixed 'ferry:'`)."""
+        how = "prefixed " if self.pattern == "PREFIXED" else ""
+        return f"{self.operation} on {self.resource} {how}'{self.name}'"
+
+
+# '*' stands for every name (Kafka's wildcard) where ferry copies, syncs or creates whatever
+# the config selects; narrow it to the topics and groups you replicate.
+FERRY_PERMISSIONS: tuple[Permission, ...] = (
+    Permission("source", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets"),
+    Permission("source", "TOPIC", "*", "LITERAL", "READ", "copy the records"),
+    Permission(
+        "source", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "create remote topics alike"
+    ),
+    Permission("source", "TOPIC", "heartbeats", "LITERAL", "CREATE", "heartbeats topic"),
+    Permission("source", "TOPIC", "heartbeats", "LITERAL", "WRITE", "emit heartbeats"),
+    Permission("source", "GROUP", "*", "LITERAL", "DESCRIBE", "read groups' committed offsets"),
+    Permission("source", "CLUSTER", "kafka-cluster", "LITERAL", "DESCRIBE", "read topic ACLs"),
+    Permission("target", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets"),
+    Permission("target", "TOPIC", "*", "LITERAL", "CREATE", "create remote and internal topics"),
+    Permission("target", "TOPIC", "*", "LITERAL", "WRITE", "write copies, runs, checkpoints"),
+    Permission("target", "TOPIC", "*", "LITERAL", "READ", "read offset runs and checkpoints"),
+    Permission("target", "TOPIC", "*", "LITERAL", "ALTER", "add partitions the source gained"),
+    Permission("target", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "compare topic settings"),
+    Permission("target", "TOPIC", "*", "LITERAL", "ALTER_CONFIGS", "sync topic settings"),
+    Permission("target", "GROUP", "*", "LITERAL", "DESCRIBE", "read positions and groups"),
+    Permission("target", "GROUP", "*", "LITERAL", "READ", "commit positions, sync groups"),
+    Permission(
+        "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "DESCRIBE", "exactly-once copies"
+    ),
+    Permission(
+        "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "WRITE", "exactly-once copies"
+    ),
+    Permission("target", "CLUSTER", "kafka-cluster", "LITERAL", "ALTER", "create synced ACLs"),
+)
+
+
+def permissions_for(*sides: Side) -> tuple[Permission, ...]:
+    """The rows for `sides`, each (resource, name, pattern, operation) once."""
+    seen: set[tuple[str, str, str, str]] = set()
+    rows = []
+    for row in FERRY_PERMISSIONS:
+        key = (row.resource, row.name, row.pattern, row.operation)
+        if row.side in sides and key not in seen:
+            seen.add(key)
+            rows.append(row)
+    return tuple(rows)
