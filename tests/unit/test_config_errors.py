@@ -59,7 +59,7 @@ CASES = [
     ("topic.rename.format = copy-of-x\n", "lacks ${topic}"),
     ("replication.policy.class = rename\n", "'rename' needs topic.rename.format"),
     ("replication.policy.separator =\n", "is empty; MirrorMaker 2's default is '.'"),
-    ("A.ssl.truststore.location = /etc/ts.jks\n", "use ssl.ca.location"),
+    ("A.ssl.truststore.location = /etc/ts.jks\n", "cannot read /etc/ts.jks (No such file"),
     ("A.consumer.fetch.min.byte = 1\n", "did you mean 'fetch.min.bytes'?"),
     ("A.consumer.linger.ms = 5\n", "'linger.ms' is not a librdkafka consumer setting"),
     (

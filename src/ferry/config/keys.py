@@ -166,15 +166,8 @@ IGNORED_PREFIXES = (
 INHERITED_CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
 
 # Java client keys librdkafka spells differently or does not have, with what to use instead.
+# (Trust and key stores are translated: config/java_stores.py.)
 JAVA_CLIENT_KEYS: dict[str, str] = {
-    "ssl.truststore.location": "ssl.ca.location (a PEM file of CA certificates)",
-    "ssl.truststore.password": "nothing: PEM CA files in ssl.ca.location need no password",
-    "ssl.truststore.type": "ssl.ca.location with a PEM file",
-    "ssl.truststore.certificates": "ssl.ca.pem",
-    "ssl.keystore.type": "ssl.keystore.location with a PKCS#12 file, or "
-    "ssl.certificate.location + ssl.key.location (PEM)",
-    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
-    "ssl.keystore.key": "ssl.key.pem",
     "ssl.enabled.protocols": "nothing: librdkafka negotiates TLS 1.2 or newer",
     "ssl.protocol": "nothing: librdkafka negotiates TLS 1.2 or newer",
     "ssl.trustmanager.algorithm": "ssl.ca.location",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.config.clients import check_client_key, check_safety, translate_jaas
+from ferry.config.java_stores import STORE_KEYS, translate_stores
 from ferry.config.entries import Entry, read_entries
 from ferry.config.keys import (
     FILTER_CLASS_KEYS,
@@ -320,6 +321,7 @@ class _Builder:
         self, alias: str, settings: list[tuple[str, Entry]], inherited: list[Entry]
     ) -> ClusterConfig:
         roles: dict[str, dict[str, str]] = {role: {} for role in ("common", *_ROLES)}
+        stores: dict[str, dict[str, Entry]] = {}
         bootstrap: str | None = None
         own = {name for name, _ in settings}
         # Top-level security keys apply unless the cluster sets its own (MM2's putIfAbsent).
@@ -335,7 +337,12 @@ class _Builder:
             role, _, client_key = name.partition(".")
             if role not in _ROLES or not client_key:
                 role, client_key = "common", name
+            if client_key in STORE_KEYS:  # translated together: a store's type names its file
+                stores.setdefault(role, {})[client_key] = entry
+                continue
             self.client_setting(entry, role, client_key, roles[role])
+        for role, entries in stores.items():
+            roles[role].update(self.stores(entries))
         if bootstrap is None:
             raise ConfigError(
                 f"cluster '{alias}' has no bootstrap servers; set {alias}.bootstrap.servers",
@@ -344,10 +351,24 @@ class _Builder:
             )
         return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, **roles)
 
+    def stores(self, entries: dict[str, Entry]) -> dict[str, str]:
+        """One role's Java trust and key store keys as librdkafka settings."""
+        anyone = next(iter(entries.values()))
+
+        def fail(key: str, message: str) -> ConfigError:
+            entry = entries.get(key, anyone)
+            prefix = "" if key in entries else f"{key} "
+            return self.error(entry, prefix + message)
+
+        return translate_stores({k: e.value for k, e in entries.items()}, fail)
+
     def client_setting(
         self, entry: Entry, role: str, client_key: str, into: dict[str, str]
     ) -> None:
         fail = self.failer(entry)
+        if client_key == "ssl.endpoint.identification.algorithm" and not entry.value.strip():
+            into[client_key] = "none"  # Java's empty value turns host name checks off
+            return
         if client_key == "sasl.jaas.config":
             credentials = translate_jaas(entry.value, fail)
             register(credentials["sasl.password"])

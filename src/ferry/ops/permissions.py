@@ -42,9 +42,7 @@ class Permission:
 FERRY_PERMISSIONS: tuple[Permission, ...] = (
     Permission("source", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets"),
     Permission("source", "TOPIC", "*", "LITERAL", "READ", "copy the records"),
-    Permission(
-        "source", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "create remote topics alike"
-    ),
+    Permission("source", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "create remote topics alike"),
     Permission("source", "TOPIC", "heartbeats", "LITERAL", "CREATE", "heartbeats topic"),
     Permission("source", "TOPIC", "heartbeats", "LITERAL", "WRITE", "emit heartbeats"),
     Permission("source", "GROUP", "*", "LITERAL", "DESCRIBE", "read groups' committed offsets"),
@@ -61,9 +59,7 @@ FERRY_PERMISSIONS: tuple[Permission, ...] = (
     Permission(
         "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "DESCRIBE", "exactly-once copies"
     ),
-    Permission(
-        "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "WRITE", "exactly-once copies"
-    ),
+    Permission("target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "WRITE", "exactly-once copies"),
     Permission("target", "CLUSTER", "kafka-cluster", "LITERAL", "ALTER", "create synced ACLs"),
 )
 

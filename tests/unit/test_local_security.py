@@ -1,0 +1,85 @@
+"""Secure local clusters' ingredients without a broker: certificates, settings, ACL rows."""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from ferry.local.certificates import CertificateAuthority
+from ferry.local.security import prepare
+from ferry.ops.permissions import FERRY_PERMISSIONS, permissions_for
+
+
+def _cert(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_a_broker_certificate_is_signed_by_the_ca_for_the_loopback_names(tmp_path: Path) -> None:
+    ca = CertificateAuthority.open(tmp_path)
+    issued = ca.issue("broker-A", server=True)
+    cert, root = _cert(issued.certificate), _cert(ca.certificate)
+    cert.verify_directly_issued_by(root)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    # the keystore is the key followed by the chain, leaf first
+    keystore = issued.keystore.read_text()
+    assert keystore.startswith("-----BEGIN PRIVATE KEY-----")
+    assert keystore.endswith(issued.certificate.read_text())
+    for private in (issued.key, issued.keystore, tmp_path / "ca.key"):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600, private
+
+
+def test_the_ca_is_kept_and_reused_by_every_cluster_of_a_directory(tmp_path: Path) -> None:
+    first = CertificateAuthority.open(tmp_path).certificate.read_bytes()
+    assert CertificateAuthority.open(tmp_path).certificate.read_bytes() == first
+
+
+def test_sasl_ssl_creates_both_scram_users_at_format_time_with_the_clients_passwords(
+    tmp_path: Path,
+) -> None:
+    secured = prepare("sasl_ssl", "A", tmp_path)
+    for principal in (secured.ferry, secured.admin):
+        user, password = principal["sasl.username"], principal["sasl.password"]
+        assert f"--add-scram=SCRAM-SHA-512=[name={user},password={password}]" in (
+            secured.format_args
+        )
+        assert principal["security.protocol"] == "SASL_SSL"
+        assert principal["ssl.ca.location"] == str(tmp_path / "tls" / "ca.pem")
+    assert secured.ferry["sasl.password"] != secured.admin["sasl.password"]
+    broker = secured.broker
+    assert broker["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,CONTROLLER:SSL"
+    assert broker["super.users"] == "User:admin;User:broker-A"
+    assert (
+        secured.admin["sasl.password"]
+        in broker["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    )
+
+
+def test_mutual_tls_gives_each_principal_a_certificate_named_after_it(tmp_path: Path) -> None:
+    secured = prepare("ssl", "B", tmp_path)
+    assert secured.broker["ssl.client.auth"] == "required"
+    assert secured.format_args == ()
+    for name, principal in (("ferry", secured.ferry), ("admin", secured.admin)):
+        cert = _cert(Path(principal["ssl.certificate.location"]))
+        common_name = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+        assert common_name == name
+        assert "sasl.username" not in principal
+
+
+def test_plaintext_changes_nothing(tmp_path: Path) -> None:
+    secured = prepare("plaintext", "A", tmp_path)
+    assert (secured.broker, secured.ferry, secured.format_args) == ({}, {}, ())
+    assert not (tmp_path / "tls").exists()
+
+
+def test_each_acl_is_granted_once_even_when_both_sides_need_it() -> None:
+    both = permissions_for("source", "target")
+    keys = [(r.resource, r.name, r.pattern, r.operation) for r in both]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == {(r.resource, r.name, r.pattern, r.operation) for r in FERRY_PERMISSIONS}
+    assert all(r.side == "source" for r in permissions_for("source"))
