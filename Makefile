@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration lint demo bench chaos clean test-api
+.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -28,13 +28,18 @@ unit: setup
 	$(BIN)/pytest -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest -m 'integration and not system and not api'
+	$(BIN)/pytest -m 'integration and not system and not api and not secure'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
 # about 3 minutes, so not part of `make test` (which runs them in leases, in process).
 test-api: setup
 	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py
+
+# ferry against secure local clusters (SASL_SSL with SCRAM, mutual TLS; ACLs), as the `ferry`
+# principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
+secure-test: setup
+	$(BIN)/pytest -m secure tests/integration/test_secure_clusters.py
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench

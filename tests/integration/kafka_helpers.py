@@ -26,8 +26,14 @@ class Rec:
     timestamp: int
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    client: dict[str, str] | None = None,
+    **configs: str,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)
     admin.create_topics([new])[topic].result(30)
 
@@ -61,15 +67,25 @@ def produce(
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout: float = 30.0,
+    client: dict[str, str] | None = None,
 ) -> list[Rec]:
     """Every partition's records from the beginning (partition by partition, in order)."""
-    by_partition = read_offsets(bootstrap, topic, partitions, expected, timeout)
+    by_partition = read_offsets(bootstrap, topic, partitions, expected, timeout, client)
     return [rec for p in range(partitions) for _, rec in by_partition[p]]
 
 
 def read_offsets(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout: float = 30.0,
+    client: dict[str, str] | None = None,
 ) -> dict[int, list[tuple[int, Rec]]]:
     """Like read_all, but per partition, with each record's offset (read_committed)."""
     consumer = Consumer(
@@ -78,6 +94,7 @@ def read_offsets(
             "group.id": f"test-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            **(client or {}),
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

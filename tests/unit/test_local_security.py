@@ -11,7 +11,7 @@ from cryptography.x509.oid import NameOID
 
 from ferry.local.certificates import CertificateAuthority
 from ferry.local.security import prepare
-from ferry.ops.permissions import FERRY_PERMISSIONS, permissions_for
+from ferry.ops.permissions import FERRY_PERMISSIONS, missing_permissions, permissions_for
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -83,3 +83,36 @@ def test_each_acl_is_granted_once_even_when_both_sides_need_it() -> None:
     assert len(keys) == len(set(keys))
     assert set(keys) == {(r.resource, r.name, r.pattern, r.operation) for r in FERRY_PERMISSIONS}
     assert all(r.side == "source" for r in permissions_for("source"))
+
+
+def test_an_operation_the_cluster_did_not_grant_is_missing_and_unasked_rows_are_not() -> None:
+    everything = {
+        (r.resource, r.name): frozenset(
+            row.operation
+            for row in FERRY_PERMISSIONS
+            if (row.resource, row.name) == (r.resource, r.name)
+        )
+        for r in FERRY_PERMISSIONS
+    }
+    assert missing_permissions("target", everything) == []
+    without_alter = {
+        **everything,
+        ("TOPIC", "*"): everything[("TOPIC", "*")] - {"ALTER_CONFIGS"},
+    }
+    missing = missing_permissions("target", without_alter)
+    assert [(r.resource, r.name, r.operation) for r in missing] == [("TOPIC", "*", "ALTER_CONFIGS")]
+    # A group nobody asked about (absent) is not judged; one the principal may not even
+    # describe (empty) misses every operation.
+    assert missing_permissions("source", {("GROUP", "*"): frozenset()}) == [
+        r for r in FERRY_PERMISSIONS if r.side == "source" and r.resource == "GROUP"
+    ]
+
+
+def test_a_missing_row_reads_as_the_kafka_acls_command_that_grants_it() -> None:
+    row = next(r for r in FERRY_PERMISSIONS if r.resource == "TRANSACTIONAL_ID")
+    assert row.grant_command("ferry") == (
+        "kafka-acls.sh --add --allow-principal User:ferry --operation Describe "
+        "--transactional-id 'ferry:' --resource-pattern-type prefixed"
+    )
+    configs = next(r for r in FERRY_PERMISSIONS if r.operation == "DESCRIBE_CONFIGS")
+    assert "--operation DescribeConfigs --topic '*'" in configs.grant_command("ferry")

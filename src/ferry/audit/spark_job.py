@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
@@ -172,10 +173,41 @@ def kafka_options(cluster: ClusterConfig) -> dict[str, str]:
             f'{module} required username="{conf["sasl.username"]}" '
             f'password="{conf.get("sasl.password", "")}";'
         )
-    if "ssl.ca.location" in conf:
-        options["kafka.ssl.truststore.type"] = "PEM"
-        options["kafka.ssl.truststore.location"] = conf["ssl.ca.location"]
+    options.update({f"kafka.{key}": value for key, value in java_tls_options(conf).items()})
     return options
+
+
+def java_tls_options(conf: dict[str, str]) -> dict[str, str]:
+    """librdkafka's TLS settings as a Java client's: PEM trust and key stores (Java's Kafka
+    client reads PEM since 2.7), a PKCS12 keystore as it is, host name checks."""
+    java: dict[str, str] = {}
+    if "ssl.ca.location" in conf:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.location"] = conf["ssl.ca.location"]
+    elif "ssl.ca.pem" in conf:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.certificates"] = conf["ssl.ca.pem"]
+    if "ssl.keystore.location" in conf:
+        java["ssl.keystore.type"] = "PKCS12"
+        java["ssl.keystore.location"] = conf["ssl.keystore.location"]
+        if "ssl.keystore.password" in conf:
+            java["ssl.keystore.password"] = conf["ssl.keystore.password"]
+    elif "ssl.key.location" in conf or "ssl.key.pem" in conf:
+        # Java's PEM keystore is one key and its chain, inline or in one file.
+        java["ssl.keystore.type"] = "PEM"
+        key_file, cert_file = conf.get("ssl.key.location"), conf.get("ssl.certificate.location")
+        if key_file is not None and key_file == cert_file:
+            java["ssl.keystore.location"] = key_file
+        else:
+            java["ssl.keystore.key"] = conf.get("ssl.key.pem") or Path(str(key_file)).read_text()
+            java["ssl.keystore.certificate.chain"] = (
+                conf.get("ssl.certificate.pem") or Path(str(cert_file)).read_text()
+            )
+    if "ssl.key.password" in conf:
+        java["ssl.key.password"] = conf["ssl.key.password"]
+    if conf.get("ssl.endpoint.identification.algorithm") == "none":
+        java["ssl.endpoint.identification.algorithm"] = ""
+    return java
 
 
 def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> Any:

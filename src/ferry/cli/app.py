@@ -582,7 +582,8 @@ def _print_audit(results: dict[str, Any]) -> None:
 
 @app.command()
 def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
-    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer)."""
+    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer), and
+    name each ACL ferry's principal lacks on a flow's source or target."""
     from ferry.ops.doctor import diagnose
 
     findings = diagnose(_load(config))

@@ -85,7 +85,9 @@ def _store_format(
     except OSError as exc:
         if declared == "PEM":  # nothing to open: librdkafka reads it by path
             return "PEM", b""
-        raise fail(key, f"cannot read {path} ({exc.strerror}) to see what kind of store it is")
+        raise fail(
+            key, f"cannot read {path} ({exc.strerror}) to see what kind of store it is"
+        ) from None
     found = sniff_store(data)
     if found in ("JKS", "JCEKS"):
         raise fail(

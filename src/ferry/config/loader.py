@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ferry.config.clients import check_client_key, check_safety, translate_jaas
-from ferry.config.java_stores import STORE_KEYS, translate_stores
 from ferry.config.entries import Entry, read_entries
+from ferry.config.java_stores import STORE_KEYS, translate_stores
 from ferry.config.keys import (
     FILTER_CLASS_KEYS,
     FLOW_KEYS,

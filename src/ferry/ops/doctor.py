@@ -1,6 +1,8 @@
-"""`ferry doctor`: read each target's remote and internal topics, judge their durability.
+"""`ferry doctor`: read each target's remote and internal topics, judge their durability, and
+check that ferry's principal has the ACLs it needs on each side (`ferry.ops.access`).
 
-Reads only (metadata and topic configs); the rules are in `ferry.ops.durability`.
+Reads only (metadata, topic configs, authorized operations); the rules are in
+`ferry.ops.durability` and `ferry.ops.permissions`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.ops.access import check_access
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
@@ -32,6 +35,9 @@ def diagnose(config: FerryConfig, *, timeout: float = 10.0) -> list[Finding]:
         found = judge_producer(target.alias, raw)
         for facts in _facts(target, _topics_of(config, flow, timeout), timeout):
             found += judge_topic(facts)
+        source_topic, remote_topic = _copied_pair(config, flow, timeout)
+        source = config.clusters[flow.source]
+        found += check_access(flow, source, target, source_topic, remote_topic, timeout=timeout)
         for f in found:
             findings.setdefault((f.kind, f.cluster, f.topic, f.detail), f)
     return list(findings.values())
@@ -45,6 +51,21 @@ def _list(cluster: ClusterConfig, timeout: float) -> dict[str, Any]:
     except KafkaException as exc:
         raise unavailable(cluster, exc) from None
     return {name: md for name, md in topics.items() if md.error is None}
+
+
+def _copied_pair(
+    config: FerryConfig, flow: FlowConfig, timeout: float
+) -> tuple[str | None, str | None]:
+    """A source topic the flow copies and its remote topic, when they exist (what the ACL
+    check asks about)."""
+    policy = policy_for(flow.policy, flow.source)
+    selector = TopicSelector(flow, policy)
+    copied = sorted(t for t in _list(config.clusters[flow.source], timeout) if selector.accepts(t))
+    on_target = _list(config.clusters[flow.target], timeout)
+    for topic in copied:
+        if policy.remote_topic(flow.source, topic) in on_target:
+            return topic, policy.remote_topic(flow.source, topic)
+    return (copied[0] if copied else None), None
 
 
 def _topics_of(config: FerryConfig, flow: FlowConfig, timeout: float) -> dict[str, Any]:

@@ -12,10 +12,11 @@ Names are Kafka's (AclOperation, ResourceType and pattern type names), so a row 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FERRY_PERMISSIONS", "Permission", "permissions_for"]
+__all__ = ["FERRY_PERMISSIONS", "Permission", "missing_permissions", "permissions_for"]
 
 Side = Literal["source", "target"]
 
@@ -30,6 +31,21 @@ class Permission:
     pattern: Literal["LITERAL", "PREFIXED"]
     operation: str
     why: str
+
+    def grant_command(self, principal: str) -> str:
+        """The `kafka-acls.sh` options that grant this row to `principal`."""
+        operation = "".join(word.capitalize() for word in self.operation.split("_"))
+        resource = {
+            "TOPIC": f"--topic '{self.name}'",
+            "GROUP": f"--group '{self.name}'",
+            "CLUSTER": "--cluster",
+            "TRANSACTIONAL_ID": f"--transactional-id '{self.name}'",
+        }[self.resource]
+        pattern = " --resource-pattern-type prefixed" if self.pattern == "PREFIXED" else ""
+        return (
+            f"kafka-acls.sh --add --allow-principal User:{principal} --operation {operation} "
+            f"{resource}{pattern}"
+        )
 
     def describe(self) -> str:
         """`READ on TOPIC '*'` (or `... prefixed 'ferry:'`)."""
@@ -74,3 +90,18 @@ def permissions_for(*sides: Side) -> tuple[Permission, ...]:
             seen.add(key)
             rows.append(row)
     return tuple(rows)
+
+
+def missing_permissions(
+    side: Side, allowed: Mapping[tuple[str, str], frozenset[str]]
+) -> list[Permission]:
+    """The rows of `side` whose operation is not in what the cluster said the principal may do
+    on (resource, name) (Kafka's authorized operations, implied ones included). A row whose
+    resource was not looked at (absent from `allowed`) is not judged: no guessing."""
+    return [
+        row
+        for row in permissions_for(side)
+        if row.side == side
+        and (row.resource, row.name) in allowed
+        and row.operation not in allowed[(row.resource, row.name)]
+    ]

@@ -1,0 +1,115 @@
+"""`ferry doctor`'s ACL check: what ferry's own principal may do on each side of a flow.
+
+Kafka answers this for the asking principal itself (the authorized operations of a topic,
+group or the cluster, in DescribeTopics, DescribeGroups and DescribeCluster), so ferry needs no
+right to read ACLs to find out. Compared with `ferry.ops.permissions`; transactional ids have
+no such question, so their rows are not judged here (a copy that lacks them stops with the
+grant to add).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicCollection
+
+from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.kafka import clients
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.ops.durability import Finding
+from ferry.ops.permissions import Side, missing_permissions
+
+__all__ = ["check_access"]
+
+Allowed = dict[tuple[str, str], frozenset[str]]
+
+
+def _operations(
+    cluster: ClusterConfig, future: Future[Any], timeout: float
+) -> frozenset[str] | None:
+    """The operation names granted, empty when the principal may not even describe it, None
+    when the cluster did not say."""
+    try:
+        described = future.result(timeout)
+    except KafkaException as exc:
+        error = kafka_error_of(exc)
+        if error is None or error.code() in UNREACHABLE_CODES:
+            raise unavailable(cluster, exc) from None
+        if "AUTHORIZATION" in error.name():
+            return frozenset()
+        return None  # e.g. the group or topic does not exist: nothing to judge
+    operations = getattr(described, "authorized_operations", None)
+    if operations is None:
+        return None
+    return frozenset(op.name for op in operations)
+
+
+def _allowed(
+    cluster: ClusterConfig,
+    topics: dict[str, str],
+    groups: dict[str, str],
+    timeout: float,
+) -> Allowed:
+    """`topics` / `groups`: the permission table's name (e.g. '*') -> a real one to ask."""
+    admin = clients.admin_client(cluster.admin_config())
+    allowed: Allowed = {}
+    cluster_ops = _operations(
+        cluster,
+        admin.describe_cluster(include_authorized_operations=True, request_timeout=timeout),
+        timeout,
+    )
+    if cluster_ops is not None:
+        allowed[("CLUSTER", "kafka-cluster")] = cluster_ops
+    for row_name, topic in topics.items():
+        futures = admin.describe_topics(
+            TopicCollection([topic]), include_authorized_operations=True, request_timeout=timeout
+        )
+        ops = _operations(cluster, futures[topic], timeout)
+        if ops is not None:
+            allowed[("TOPIC", row_name)] = ops
+    for row_name, group in groups.items():
+        futures = admin.describe_consumer_groups(
+            [group], include_authorized_operations=True, request_timeout=timeout
+        )
+        ops = _operations(cluster, futures[group], timeout)
+        if ops is not None:
+            allowed[("GROUP", row_name)] = ops
+    return allowed
+
+
+def _findings(
+    flow: FlowConfig, cluster: ClusterConfig, side: Side, allowed: Allowed
+) -> Iterable[Finding]:
+    principal = cluster.admin_config().get("sasl.username", "<ferry's principal>")
+    for row in missing_permissions(side, allowed):
+        yield Finding(
+            "acl",
+            cluster.alias,
+            None,
+            f"ferry's principal may not {row.describe()} ({row.why}), which it needs as the "
+            f"{side} of flow {flow.name}; grant it: {row.grant_command(principal)}",
+        )
+
+
+def check_access(
+    flow: FlowConfig,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    source_topic: str | None,
+    remote_topic: str | None,
+    *,
+    timeout: float = 10.0,
+) -> list[Finding]:
+    """Missing ACLs of `flow`, asked about one topic it copies and its remote copy (so the
+    rows for every topic are judged on a real one), the heartbeats topic and the flow's
+    progress group."""
+    source_topics = {"heartbeats": "heartbeats"}
+    if source_topic is not None:
+        source_topics["*"] = source_topic
+    target_topics = {"*": remote_topic} if remote_topic is not None else {}
+    found = list(_findings(flow, source, "source", _allowed(source, source_topics, {}, timeout)))
+    target_allowed = _allowed(target, target_topics, {"*": flow.progress_group}, timeout)
+    found += _findings(flow, target, "target", target_allowed)
+    return found

@@ -1,0 +1,338 @@
+"""ferry against secure clusters as production runs them: TLS, SCRAM or mutual TLS, ACLs.
+
+The clusters come from `ferry local up --security`, and ferry runs as its `ferry` principal,
+which has exactly the ACLs `ferry.ops.permissions` lists (the README's list): a copy in both
+modes, checkpoints, heartbeats, ACL and config sync, status, doctor and a failover all
+succeeding with them is the least-privilege test. Cluster start-up is the cost (TLS and SCRAM
+add seconds to each), so one SASL_SSL pair and one mutual-TLS pair serve the whole module,
+which runs under its own marker: `make secure-test`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.ferry_cli import run_ferry
+from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, wait_for
+from tests.integration.replication_setup import run_once
+
+pytestmark = [pytest.mark.integration, pytest.mark.secure]
+
+NOW_MS = int(time.time() * 1000)
+Settings = dict[str, str]
+
+
+class SecurePair:
+    """Clusters A and B of one `ferry local up --security` run: each principal's settings."""
+
+    def __init__(self, directory: Path, printed: dict[str, Settings]) -> None:
+        self.directory = directory
+        self.printed = printed
+        self.state = json.loads((directory / "clusters.json").read_text())
+
+    def ferry(self, alias: str) -> Settings:
+        return dict(self.printed[alias])
+
+    def admin(self, alias: str) -> Settings:
+        admin: Settings = self.state[alias]["admin"]
+        return dict(admin)
+
+    def admin_only(self, alias: str) -> Settings:
+        """The admin's settings without bootstrap.servers (the helpers take it apart)."""
+        return {k: v for k, v in self.admin(alias).items() if k != "bootstrap.servers"}
+
+    def bootstrap(self, alias: str) -> str:
+        return self.printed[alias]["bootstrap.servers"]
+
+
+def _up(tmp_path_factory: pytest.TempPathFactory, security: str) -> Iterator[SecurePair]:
+    directory = tmp_path_factory.mktemp(f"secure-{security}")
+    args = ("local", "up", "--clusters", "A,B", "--dir", str(directory), "--json")
+    result = run_ferry(*args, "--security", security, timeout=300)
+    assert result.returncode == 0, result.stderr
+    try:
+        yield SecurePair(directory, json.loads(result.stdout))
+    finally:
+        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
+    yield from _up(tmp_path_factory, "sasl_ssl")
+
+
+@pytest.fixture(scope="module")
+def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
+    yield from _up(tmp_path_factory, "ssl")
+
+
+def _properties(
+    directory: Path, clusters: dict[str, Settings], topics: str, **settings: str
+) -> Path:
+    """An MM2-style file: every cluster key as given, replication factors 1, A->B enabled."""
+    lines = ["clusters = A, B"]
+    lines += [f"{alias}.{k} = {v}" for alias, s in clusters.items() for k, v in s.items()]
+    values = {
+        "A->B.enabled": "true",
+        "topics": topics,
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "ferry.head.start.enabled": "false",
+        "ferry.state.dir": str(directory / "state"),
+        **settings,
+    }
+    lines += [f"{key} = {value}" for key, value in values.items()]
+    path = directory / "mm2.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _records(n: int) -> list[Rec]:
+    return [Rec(i % 2, b"k%d" % i, b"v%d" % i, (("h", b"x"),), NOW_MS + i) for i in range(n)]
+
+
+def _values(records: list[Rec]) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.partition, r.key, r.value) for r in records]
+
+
+def _commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def _committed(settings: Settings, group: str, tps: list[tuple[str, int]]) -> dict[Any, int]:
+    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+def _topic_acls(settings: Settings, topic: str) -> list[AclBinding]:
+    admin = AdminClient(settings)
+    wanted = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    return list(admin.describe_acls(wanted).result(30))
+
+
+def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
+    sasl_ssl: SecurePair, topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    """At-least-once with librdkafka's keys exactly as `local up --json` printed them, plus
+    checkpoints, heartbeats, ACL and config sync, status, doctor and a failover."""
+    state = sasl_ssl.state
+    for alias in ("A", "B"):
+        ferry = sasl_ssl.ferry(alias)
+        assert state[alias]["client"] == ferry  # clusters.json keeps what --json printed
+        assert ferry["security.protocol"] == "SASL_SSL"
+        assert ferry["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert ferry["sasl.username"] == "ferry"
+        assert Path(ferry["ssl.ca.location"]).is_file()
+
+    a_admin = sasl_ssl.admin_only("A")
+    a = sasl_ssl.bootstrap("A")
+    create_topic(a, topic_name, 2, a_admin)
+    sent = _records(200)
+    produce(a, topic_name, sent, a_admin)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    positions = {(topic_name, 0): 40, (topic_name, 1): 60}
+    _commit(sasl_ssl.admin("A"), group, positions)
+    alice_reads = AclBinding(
+        ResourceType.TOPIC,
+        topic_name,
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    a_admin_client = AdminClient(sasl_ssl.admin("A"))  # kept: its futures die with it
+    for future in a_admin_client.create_acls([alice_reads]).values():
+        future.result(30)
+
+    config = _properties(
+        tmp_path,
+        {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")},
+        f"{topic_name}.*",
+        **{"sync.group.offsets.enabled": "false"},
+    )
+    progress = run_once(config, spark)
+    assert progress["A->B"].records == 200
+
+    remote = f"A.{topic_name}"
+    b_admin = sasl_ssl.admin_only("B")
+    copied = read_all(sasl_ssl.bootstrap("B"), remote, 2, 200, client=b_admin)
+    assert sorted(_values(copied)) == sorted(_values(sent))
+    # ACL sync (READ kept, for alice, on the remote topic) and heartbeats on the source.
+    wait_for(
+        lambda: any(
+            acl.principal == "User:alice" and acl.operation == AclOperation.READ
+            for acl in _topic_acls(sasl_ssl.admin("B"), remote)
+        ),
+        30,
+        f"alice's READ ACL synced to {remote} on B",
+    )
+    assert "heartbeats" in AdminClient(sasl_ssl.admin("A")).list_topics(timeout=30).topics
+
+    status = run_ferry("status", "-c", str(config), "--json")
+    assert status.returncode == 0, status.stderr
+    assert "AUTHORIZATION" not in status.stdout + status.stderr
+    doctor = run_ferry("doctor", "-c", str(config))
+    assert doctor.returncode == 0, doctor.stderr
+    assert "AUTHORIZATION" not in doctor.stdout + doctor.stderr
+
+    failover = run_ferry(
+        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B"
+    )
+    assert failover.returncode == 0, failover.stderr
+    # A fresh remote topic took the source's offsets one for one.
+    remote_tps = [(remote, 0), (remote, 1)]
+    assert _committed(sasl_ssl.admin("B"), group, remote_tps) == {
+        (remote, p): o for (_, p), o in positions.items()
+    }
+
+
+def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
+    sasl_ssl: SecurePair, topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    """MM2's spelling: a SCRAM JAAS line and a PEM truststore, translated for librdkafka."""
+
+    def java(alias: str) -> Settings:
+        ferry = sasl_ssl.ferry(alias)
+        return {
+            "bootstrap.servers": ferry["bootstrap.servers"],
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            f'required username="ferry" password="{ferry["sasl.password"]}";',
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": ferry["ssl.ca.location"],
+        }
+
+    a = sasl_ssl.bootstrap("A")
+    create_topic(a, topic_name, 2, sasl_ssl.admin_only("A"))
+    sent = _records(150)
+    produce(a, topic_name, sent, sasl_ssl.admin_only("A"))
+    config = _properties(
+        tmp_path,
+        {"A": java("A"), "B": java("B")},
+        topic_name,
+        **{"exactly.once.source.support": "enabled", "emit.heartbeats.enabled": "false"},
+    )
+    assert run_once(config, spark)["A->B"].records == 150
+    copied = read_all(
+        sasl_ssl.bootstrap("B"),
+        f"A.{topic_name}",
+        2,
+        150,
+        client={**sasl_ssl.admin_only("B"), "isolation.level": "read_committed"},
+    )
+    assert sorted(_values(copied)) == sorted(_values(sent))
+
+
+def test_mutual_tls_clusters_copy_as_the_ferry_certificate(
+    mutual_tls: SecurePair, topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    for alias in ("A", "B"):
+        ferry = mutual_tls.ferry(alias)
+        assert ferry["security.protocol"] == "SSL"
+        assert Path(ferry["ssl.certificate.location"]).is_file()
+        assert "sasl.username" not in ferry
+    a = mutual_tls.bootstrap("A")
+    create_topic(a, topic_name, 2, mutual_tls.admin_only("A"))
+    sent = _records(120)
+    produce(a, topic_name, sent, mutual_tls.admin_only("A"))
+    config = _properties(
+        tmp_path,
+        {"A": mutual_tls.ferry("A"), "B": mutual_tls.ferry("B")},
+        topic_name,
+        **{"emit.heartbeats.enabled": "false"},
+    )
+    assert run_once(config, spark)["A->B"].records == 120
+    copied = read_all(
+        mutual_tls.bootstrap("B"), f"A.{topic_name}", 2, 120, client=mutual_tls.admin_only("B")
+    )
+    assert sorted(_values(copied)) == sorted(_values(sent))
+
+
+def _ferry_acl(operation: AclOperation) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC,
+        "*",
+        ResourcePatternType.LITERAL,
+        "User:ferry",
+        "*",
+        operation,
+        AclPermissionType.ALLOW,
+    )
+
+
+def _acl_findings(config: Path) -> list[dict[str, str]]:
+    doctor = run_ferry("doctor", "-c", str(config), "--json")
+    assert doctor.returncode == 0, doctor.stderr
+    return [f for f in json.loads(doctor.stdout)["warnings"] if f["kind"] == "acl"]
+
+
+def test_doctor_names_the_acl_removed_from_ferrys_principal(
+    sasl_ssl: SecurePair, topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(sasl_ssl.bootstrap("A"), topic_name, 1, sasl_ssl.admin_only("A"))
+    create_topic(sasl_ssl.bootstrap("B"), f"A.{topic_name}", 1, sasl_ssl.admin_only("B"))
+    config = _properties(tmp_path, {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")}, topic_name)
+    assert _acl_findings(config) == []  # the granted list is what doctor checks
+
+    b_admin = AdminClient(sasl_ssl.admin("B"))
+    alter_configs = _ferry_acl(AclOperation.ALTER_CONFIGS)
+    b_admin.delete_acls([alter_configs])[alter_configs].result(30)
+    try:
+        found: list[list[dict[str, str]]] = []
+        wait_for(
+            lambda: bool(found.append(_acl_findings(config)) or found[-1]),
+            60,
+            "doctor to see the removed ACL",
+        )
+        (finding,) = found[-1]
+        assert finding["cluster"] == "B"
+        assert "may not ALTER_CONFIGS on TOPIC '*' (sync topic settings)" in finding["detail"]
+        assert "as the target of flow A->B" in finding["detail"]
+        assert (
+            "kafka-acls.sh --add --allow-principal User:ferry --operation AlterConfigs "
+            "--topic '*'" in finding["detail"]
+        )
+    finally:
+        for future in b_admin.create_acls([alter_configs]).values():
+            future.result(30)
+        wait_for(lambda: _acl_findings(config) == [], 60, "ferry's ACLs restored")
