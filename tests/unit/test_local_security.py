@@ -116,3 +116,14 @@ def test_a_missing_row_reads_as_the_kafka_acls_command_that_grants_it() -> None:
     )
     configs = next(r for r in FERRY_PERMISSIONS if r.operation == "DESCRIBE_CONFIGS")
     assert "--operation DescribeConfigs --topic '*'" in configs.grant_command("ferry")
+
+
+def test_local_up_refuses_an_unknown_security_mode_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    from tests.ferry_cli import run_ferry
+
+    result = run_ferry("local", "up", "--dir", str(tmp_path / "d"), "--security", "tls")
+    assert result.returncode == 1
+    assert "--security 'tls' is not one of plaintext, sasl_ssl, ssl" in result.stderr
+    assert not (tmp_path / "d").exists()
