@@ -317,7 +317,16 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
 
     b_admin = AdminClient(sasl_ssl.admin("B"))
     alter_configs = _ferry_acl(AclOperation.ALTER_CONFIGS)
-    b_admin.delete_acls([alter_configs])[alter_configs].result(30)
+    granted = AclBindingFilter(
+        ResourceType.TOPIC,
+        "*",
+        ResourcePatternType.LITERAL,
+        "User:ferry",
+        "*",
+        AclOperation.ALTER_CONFIGS,
+        AclPermissionType.ALLOW,
+    )
+    assert len(b_admin.delete_acls([granted])[granted].result(30)) == 1
     try:
         found: list[list[dict[str, str]]] = []
         wait_for(

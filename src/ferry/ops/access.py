@@ -27,16 +27,21 @@ Allowed = dict[tuple[str, str], frozenset[str]]
 
 
 def _operations(
-    cluster: ClusterConfig, future: Future[Any], timeout: float
+    cluster: ClusterConfig, future: Future[Any], timeout: float, *, asks_cluster: bool = True
 ) -> frozenset[str] | None:
     """The operation names granted, empty when the principal may not even describe it, None
-    when the cluster did not say."""
+    when the cluster did not say. `asks_cluster=False`: an error other than authorization is
+    not taken for an unreachable cluster (a group that does not exist yet fails librdkafka's
+    ConsumerGroupDescribe with a bare error; the other questions tell whether it answers)."""
     try:
         described = future.result(timeout)
     except KafkaException as exc:
         error = kafka_error_of(exc)
-        if error is None or error.code() in UNREACHABLE_CODES:
+        unreachable = error is None or error.code() in UNREACHABLE_CODES
+        if unreachable and asks_cluster:
             raise unavailable(cluster, exc) from None
+        if error is None:
+            return None
         if "AUTHORIZATION" in error.name():
             return frozenset()
         return None  # e.g. the group or topic does not exist: nothing to judge
@@ -73,7 +78,7 @@ def _allowed(
         futures = admin.describe_consumer_groups(
             [group], include_authorized_operations=True, request_timeout=timeout
         )
-        ops = _operations(cluster, futures[group], timeout)
+        ops = _operations(cluster, futures[group], timeout, asks_cluster=False)
         if ops is not None:
             allowed[("GROUP", row_name)] = ops
     return allowed
