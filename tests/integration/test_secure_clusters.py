@@ -264,7 +264,7 @@ def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
     assert sorted(_values(copied)) == sorted(_values(sent))
 
 
-def test_mutual_tls_clusters_copy_as_the_ferry_certificate(
+def test_mutual_tls_clusters_copy_and_audit_as_the_ferry_certificate(
     mutual_tls: SecurePair, topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     for alias in ("A", "B"):
@@ -287,6 +287,13 @@ def test_mutual_tls_clusters_copy_as_the_ferry_certificate(
         mutual_tls.bootstrap("B"), f"A.{topic_name}", 2, 120, client=mutual_tls.admin_only("B")
     )
     assert sorted(_values(copied)) == sorted(_values(sent))
+
+    # The audit reads both sides with Spark's Kafka connector, a Java client: the certificate
+    # and CA reach it translated (PEM keystore and truststore).
+    audit = run_ferry("audit", "-c", str(config), "--topics", topic_name, "--json", timeout=300)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    topic = json.loads(audit.stdout)["flows"]["A->B"]["topics"][topic_name]
+    assert (topic["source"], topic["copied"], topic["missing"]) == (120, 120, 0)
 
 
 def _ferry_acl(operation: AclOperation) -> AclBinding:
