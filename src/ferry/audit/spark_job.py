@@ -26,6 +26,7 @@ from ferry.kafka.errors import unavailable
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
+from ferry.secrets import register
 from ferry.selection import TopicSelector
 
 __all__ = [
@@ -200,6 +201,7 @@ def java_tls_options(conf: dict[str, str]) -> dict[str, str]:
             java["ssl.keystore.location"] = key_file
         else:
             java["ssl.keystore.key"] = conf.get("ssl.key.pem") or Path(str(key_file)).read_text()
+            register(java["ssl.keystore.key"])  # read from a file: no config key named it
             java["ssl.keystore.certificate.chain"] = (
                 conf.get("ssl.certificate.pem") or Path(str(cert_file)).read_text()
             )
