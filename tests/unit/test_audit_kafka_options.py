@@ -3,11 +3,13 @@ librdkafka clients in Java's spelling."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ferry.audit.spark_job import kafka_options
 from ferry.config.model import ClusterConfig
 from ferry.local.security import prepare
+from ferry.secrets import SPARK_OPTIONS_REDACTION_REGEX, redact
 
 
 def test_scram_over_tls_becomes_a_jaas_line_and_a_pem_truststore(tmp_path: Path) -> None:
@@ -33,6 +35,11 @@ def test_a_client_certificate_becomes_a_pem_keystore_of_key_and_chain(tmp_path: 
         Path(ferry["ssl.certificate.location"]).read_text()
     )
     assert "kafka.sasl.jaas.config" not in options
+    # The key read from its file is a secret: masked in ferry's output and in Spark's.
+    key_text = options["kafka.ssl.keystore.key"]
+    assert "[hidden]" in redact(f"option value {key_text}")
+    assert key_text not in redact(f"option value {key_text}")
+    assert re.search(SPARK_OPTIONS_REDACTION_REGEX, "kafka.ssl.keystore.key")
 
 
 def test_a_pkcs12_keystore_and_no_host_check_keep_their_meaning() -> None:
