@@ -319,7 +319,14 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
 ) -> None:
     create_topic(sasl_ssl.bootstrap("A"), topic_name, 1, sasl_ssl.admin_only("A"))
     create_topic(sasl_ssl.bootstrap("B"), f"A.{topic_name}", 1, sasl_ssl.admin_only("B"))
-    config = _properties(tmp_path, {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")}, topic_name)
+    group = f"synced-{uuid.uuid4().hex[:6]}"  # a group the flow syncs: its ACLs are judged too
+    _commit(sasl_ssl.admin("A"), group, {(topic_name, 0): 0})
+    config = _properties(
+        tmp_path,
+        {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")},
+        topic_name,
+        groups=group,
+    )
     assert _acl_findings(config) == []  # the granted list is what doctor checks
 
     b_admin = AdminClient(sasl_ssl.admin("B"))

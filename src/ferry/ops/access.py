@@ -104,17 +104,20 @@ def check_access(
     target: ClusterConfig,
     source_topic: str | None,
     remote_topic: str | None,
+    source_group: str | None = None,
     *,
     timeout: float = 10.0,
 ) -> list[Finding]:
     """Missing ACLs of `flow`, asked about one topic it copies and its remote copy (so the
-    rows for every topic are judged on a real one), the heartbeats topic and the flow's
-    progress group."""
+    rows for every topic are judged on a real one), the heartbeats topic, a group it syncs
+    (one the principal can list) and the flow's progress group."""
     source_topics = {"heartbeats": "heartbeats"}
     if source_topic is not None:
         source_topics["*"] = source_topic
+    source_groups = {"*": source_group} if source_group is not None else {}
     target_topics = {"*": remote_topic} if remote_topic is not None else {}
-    found = list(_findings(flow, source, "source", _allowed(source, source_topics, {}, timeout)))
+    source_allowed = _allowed(source, source_topics, source_groups, timeout)
+    found = list(_findings(flow, source, "source", source_allowed))
     target_allowed = _allowed(target, target_topics, {"*": flow.progress_group}, timeout)
     found += _findings(flow, target, "target", target_allowed)
     return found

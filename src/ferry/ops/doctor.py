@@ -16,6 +16,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.ops.access import check_access
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
 from ferry.policy import policy_for
@@ -37,7 +38,17 @@ def diagnose(config: FerryConfig, *, timeout: float = 10.0) -> list[Finding]:
             found += judge_topic(facts)
         source_topic, remote_topic = _copied_pair(config, flow, timeout)
         source = config.clusters[flow.source]
-        found += check_access(flow, source, target, source_topic, remote_topic, timeout=timeout)
+        accepts = group_filter(flow)
+        synced = [g for g in GroupAdmin(source, timeout=timeout).groups() if accepts(g)]
+        found += check_access(
+            flow,
+            source,
+            target,
+            source_topic,
+            remote_topic,
+            synced[0] if synced else None,
+            timeout=timeout,
+        )
         for f in found:
             findings.setdefault((f.kind, f.cluster, f.topic, f.detail), f)
     return list(findings.values())
