@@ -33,7 +33,9 @@ from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, wait_for
 from tests.integration.replication_setup import run_once
 
-pytestmark = [pytest.mark.integration, pytest.mark.secure]
+# Starting a pair of TLS clusters and Spark took up to 165 s on a busy 2-core machine, and the
+# first test's timeout counts its fixtures' set-up too.
+pytestmark = [pytest.mark.integration, pytest.mark.secure, pytest.mark.timeout(900)]
 
 NOW_MS = int(time.time() * 1000)
 Settings = dict[str, str]
