@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
-
 from ferry.errors import ConfigError
 
 __all__ = ["STORE_KEYS", "sniff_store", "translate_stores"]
@@ -128,6 +126,10 @@ def _truststore(
     found, data = _store_format(key, path, declared, read, fail, "truststore")
     if found == "PEM":
         return {"ssl.ca.location": path}
+    # Imported only for a PKCS12 truststore: the config package stays light for the client
+    # library, and a process that never opens one never maps cryptography's OpenSSL.
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
     password = values.get("ssl.truststore.password")
     try:
         bundle = pkcs12.load_pkcs12(data, password.encode() if password else None)
