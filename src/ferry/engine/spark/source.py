@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -325,20 +326,30 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _lags(self) -> dict[TP, int]:
         """The source's ends at this lease's planning minus the flow's position on the target
-        (where every run, on any machine, committed it). This machine's counters stand in when
-        the target does not answer: placement is an estimate, never a reason to stop."""
-        policy = self._topic_manager().policy
+        (where every run, on any machine, committed it), read the way a lease's task reads it
+        (a consumer of the flow's group). This machine's counters stand in when the target
+        does not answer: placement is an estimate, never a reason to stop."""
+        from ferry.engine.copy import worker_clients
+        from ferry.engine.copy.client_settings import progress_consumer_settings
+
+        source, policy = self.flow.source, self._topic_manager().policy
+        remote = {tp: (policy.remote_topic(source, tp[0]), tp[1]) for tp in self._log_ends}
+        settings = progress_consumer_settings(self.spec.target, self.flow)
         try:
-            positions = GroupAdmin(self.spec.target).committed(self.flow.progress_group)
-        except FerryError:
+            answer = worker_clients.consumer_for(settings).committed(
+                [TopicPartition(*remote[tp]) for tp in sorted(remote)], timeout=10
+            )
+        except KafkaException:
+            worker_clients.evict(settings, {})
             return {
                 (topic, int(partition)): lag
                 for key, lag in self.state.partition_lags().items()
                 for topic, _, partition in [key.rpartition(":")]
             }
+        positions = {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None}
         return {
-            (t, p): max(0, end - positions.get((policy.remote_topic(self.flow.source, t), p), 0))
-            for (t, p), end in self._log_ends.items()
+            tp: max(0, end - max(0, positions.get(remote[tp], 0)))
+            for tp, end in self._log_ends.items()
         }
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
