@@ -48,6 +48,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skew", type=int, default=10)
     parser.add_argument("--rate", type=float, default=1000.0, help="steady records/s meanwhile")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra ferry config"
+    )
     return parser.parse_args()
 
 
@@ -161,7 +164,8 @@ def main() -> int:
     with local_clusters(work / "clusters") as bootstraps:
         for bootstrap in bootstraps:
             warm_up(bootstrap)
-        ferry = Ferry(bootstraps, ["ferry.head.start.enabled=false", f"ferry.bins={BINS}"])
+        settings = ["ferry.head.start.enabled=false", f"ferry.bins={BINS}", *args.set]
+        ferry = Ferry(bootstraps, settings)
         for round_number in range(args.rounds):
             cases = [("skewed", skewed), ("even", even)]
             for name, counts in cases if round_number % 2 == 0 else cases[::-1]:
@@ -180,6 +184,7 @@ def main() -> int:
         "even_counts": even,
         "steady_rate": args.rate,
         "bins": BINS,
+        "ferry_settings": args.set,
         "seconds": seconds,
         "ratio": round(ratio, 3),
         "bound": round(bound, 3),
