@@ -148,12 +148,6 @@ class FlowState:
         tmp.write_text(json.dumps(report))
         tmp.replace(self.live_dir / f"{task}.json")
 
-    def add_executor_totals(self, tasks: list[TaskReport]) -> None:
-        """A bounded batch's tasks: what each executor copied (leases: `absorb_leases`)."""
-        stats = self._read("stats.json")
-        add_totals(stats.setdefault("executors", {}), tasks)
-        self._write("stats.json", stats)
-
     def write_spark_ui(self, url: str | None) -> None:
         """The address of the running `ferry run`'s Spark UI (None: the UI is off)."""
         self._write("spark-ui.json", {"url": url})
@@ -207,10 +201,13 @@ class FlowState:
         partitions: list[dict[str, Any]],
         seconds: float,
         copiers: list[str] | None = None,
+        tasks: list[TaskReport] | None = None,
     ) -> None:
-        """`copiers`: the copy loops the batch's tasks ran (native, python)."""
+        """`copiers`: the copy loops the batch's tasks ran (native, python); `tasks`: what each
+        copied on which executor (leases: `absorb_leases`)."""
         stats = self._read("stats.json")
         _accumulate(stats, partitions)
+        add_totals(stats.setdefault("executors", {}), tasks or [])
         self._finish_batch(stats, batch_id, seconds, copiers or [])
         self._write("stats.json", stats)
 

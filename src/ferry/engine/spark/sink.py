@@ -361,18 +361,16 @@ class MirrorSink(DataSourceStreamWriter):
                 ),
             )
             return
-        state.add_batch(batchId, [partition_entry(r) for r in results], seconds, copiers)
-        state.add_executor_totals(
-            [
-                TaskReport(
-                    r.executor.get("id", UNKNOWN),
-                    r.executor.get("host", UNKNOWN),
-                    r.began_at,
-                    [partition_entry(x) for x in r.results],
-                )
-                for r in reports
-            ]
-        )
+        tasks = [
+            TaskReport(
+                r.executor.get("id", UNKNOWN),
+                r.executor.get("host", UNKNOWN),
+                r.began_at,
+                [partition_entry(x) for x in r.results],
+            )
+            for r in reports
+        ]
+        state.add_batch(batchId, [p for t in tasks for p in t.partitions], seconds, copiers, tasks)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # nothing to undo: the batch is replayed, and copies are idempotent to consumers
