@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferry.engine.plan.batches import MIN_BIN_BYTES, PartitionRange, bin_count
+from ferry.engine.plan.batches import MIN_BIN_BYTES, PartitionRange, bin_count, lease_bins
 
 
 def ranges(*counts: int) -> list[PartitionRange]:
@@ -34,3 +34,20 @@ def test_record_sizes_copied_so_far_count() -> None:
 def test_a_range_starting_at_earliest_counts_from_zero() -> None:
     earliest = [PartitionRange("t", 0, -2, 3 * MIN_BIN_BYTES // 1024, "A.t")]
     assert bin_count(earliest, 4, record_bytes={}) == 3
+
+
+def test_a_lease_never_has_more_bins_than_spark_has_slots() -> None:
+    assert lease_bins(4, 2, 1) == 1  # a worker of two was lost: one bin copies everything
+    assert lease_bins(2, 2, 2) == 2
+    assert lease_bins(2, 2, 6) == 2  # more slots than ferry.bins: ferry.bins
+
+
+def test_without_ferry_bins_a_lease_has_a_bin_per_slot_there_is_now() -> None:
+    assert lease_bins(0, 1, 2) == 2  # one executor at the start, two now
+    assert lease_bins(0, 2, 1) == 1
+
+
+def test_a_lease_before_the_slots_were_counted_has_the_bins_of_the_start() -> None:
+    assert lease_bins(3, 2, None) == 3
+    assert lease_bins(0, 2, None) == 2
+    assert lease_bins(0, 0, None) == 1

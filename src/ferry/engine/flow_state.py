@@ -105,6 +105,15 @@ class FlowState:
     def write_lease(self, lease: int, topics: dict[str, int]) -> None:
         self._write("lease.json", {"lease": lease, "time": time.time(), "topics": topics})
 
+    def slots(self) -> int | None:
+        """The tasks the flow's leases may run at once now (its share of Spark's live cores),
+        as the driver last saw it; None before it looked, or while no executor is there."""
+        slots = self._read("slots.json").get("slots")
+        return int(slots) if isinstance(slots, int) and slots > 0 else None
+
+    def write_slots(self, slots: int) -> None:
+        self._write("slots.json", {"slots": slots, "time": time.time()})
+
     @property
     def live_dir(self) -> Path:
         return self.directory / "live"

@@ -1,6 +1,6 @@
 """The driver's watch over running leases: source ends for the lag, and assignment changes.
 
-Between leases nobody plans, so this thread does two things the planner does per batch:
+Between leases nobody plans, so this thread does what the planner does per batch:
 
 - every `ENDS_INTERVAL_SECONDS` it reads the source's last stable offsets of the running
   lease's partitions into the flow state, so the lag (`ferry run`'s view, `/metrics`) is
@@ -9,7 +9,13 @@ Between leases nobody plans, so this thread does two things the planner does per
   now; when they differ from the running lease's (a topic created or deleted, partitions
   added), it leaves the flow's replan marker, the leased tasks end after their current
   slice, and the planner plans the next lease with the new assignment. So a new topic waits
-  for the refresh interval, not for the lease to run out.
+  for the refresh interval, not for the lease to run out;
+- every `ENDS_INTERVAL_SECONDS` it counts Spark's task slots (the cores of live executors);
+  when they change (an executor or a worker lost, or one back), it writes each leased
+  flow's share of them and leaves the replan marker: a lease holds its slot for the whole
+  lease, so after a loss the bins of the lost executors would otherwise wait behind the
+  running ones for a whole lease, and a worker that came back would sit idle. The next
+  lease is planned over the slots there are.
 
 A cluster that does not answer is skipped here: the copy itself reports it.
 """
@@ -36,10 +42,15 @@ class AssignmentWatch:
         config: FerryConfig,
         flows: list[tuple[FlowConfig, FlowState]],
         stopping: Callable[[], bool],
+        slots: Callable[[], int] | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config
-        self._flows = [(flow, state) for flow, state in flows if flow.refresh_topics_enabled]
+        self._flows = flows
         self._stopping = stopping
+        self._slots = slots  # each leased flow's share of Spark's live cores
+        self._seen_slots: int | None = None
+        self._notice = notice or (lambda _message: None)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ferry-lease-watch", daemon=True)
         self._managers: dict[str, TopicManager] = {}
@@ -58,11 +69,35 @@ class AssignmentWatch:
             if self._stopping():
                 return
             now = time.monotonic()
+            self.check_slots()
             for flow, state in self._flows:
                 self.read_ends(flow, state)
                 if flow.refresh_topics_enabled and now >= next_check[flow.name]:
                     next_check[flow.name] = now + max(1, flow.refresh_topics_interval_seconds)
                     self.check(flow, state)
+
+    def check_slots(self) -> bool:
+        """Write the flows' share of Spark's slots and replan their leases when it changed."""
+        if self._slots is None:
+            return False
+        try:
+            slots = self._slots()
+        except Exception:  # Spark stopping under us: the runner reports it
+            return False
+        if slots == self._seen_slots:
+            return False
+        previous, self._seen_slots = self._seen_slots, slots
+        for _flow, state in self._flows:
+            state.write_slots(slots)  # 0: no executor yet (or none left); the planner waits
+        if previous is None or slots <= 0:
+            return False  # the run's first count, or nothing to plan over
+        self._notice(
+            f"Spark's task slots per leased flow changed from {previous} to {slots} "
+            "(an executor lost or added): the leases are re-planned over them"
+        )
+        for _flow, state in self._flows:
+            state.replan_marker.touch()
+        return True
 
     def read_ends(self, flow: FlowConfig, state: FlowState) -> None:
         """The source's last stable offsets of the running lease's partitions, for the lag."""

@@ -25,6 +25,7 @@ from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.cluster import environment_error
+from ferry.engine.spark.cores import available_cores
 from ferry.engine.spark.session import spark_master, start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
 from ferry.kafka.reachability import Reachability
@@ -80,6 +81,12 @@ class _Flow:
 
     def __post_init__(self) -> None:
         self.progress = FlowProgress(self.flow.name)
+
+
+def _share(cores: int, flows: int) -> int:
+    """Each leased flow's share of Spark's cores: at least one while there is any (the flows
+    take turns when there are fewer), 0 while no executor is registered."""
+    return max(1, cores // max(1, flows)) if cores > 0 else 0
 
 
 class Runner:
@@ -156,7 +163,9 @@ class Runner:
             from ferry.engine.spark.source import MirrorDataSource
 
             spark.dataSource.register(MirrorDataSource)
-            cores = int(spark.sparkContext.defaultParallelism)
+            # Executors still registering count as Spark's default parallelism, until the
+            # lease watch counts them.
+            cores = available_cores(spark) or int(spark.sparkContext.defaultParallelism)
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
@@ -180,10 +189,18 @@ class Runner:
                     "ferry.lease.seconds = 0 (bounded micro-batches share the cores)"
                 )
             server = self._serve_metrics(flows)
+            leases = [(f.flow, f.state) for f in flows if f.spec.leased]
+            watch = AssignmentWatch(
+                self.config,
+                leases,
+                lambda: self._stopping,
+                slots=lambda: _share(available_cores(spark), len(leases)),
+                notice=self._notice,
+            )
+            watch.check_slots()  # before the first lease is planned: a last run's is stale
             for f in flows:
                 self._start(spark, f)
-            leases = [(f.flow, f.state) for f in flows if f.spec.leased]
-            watch = AssignmentWatch(self.config, leases, lambda: self._stopping).start()
+            watch.start()
             states = {f.flow.name: f.state for f in flows}
             control = plane = ControlPlane(
                 self.config, self._notice, self._reach, lambda flow: states[flow.name].control()

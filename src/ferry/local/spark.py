@@ -26,7 +26,15 @@ import psutil
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port
 
-__all__ = ["SparkCluster", "SparkProcess", "down", "master_state", "read_state", "up"]
+__all__ = [
+    "SparkCluster",
+    "SparkProcess",
+    "down",
+    "master_state",
+    "read_state",
+    "restart_worker",
+    "up",
+]
 
 STATE_FILE = "spark.json"
 MASTER = "org.apache.spark.deploy.master.Master"
@@ -167,17 +175,7 @@ def up(
         master = [spark_class, MASTER, *common, "--port", str(port), "--webui-port", str(webui)]
         started.append(_launch("master", master, directory, env, properties))
         for n in range(1, workers + 1):
-            work = directory / f"worker-{n}"
-            work.mkdir(exist_ok=True)
-            command = [
-                spark_class,
-                WORKER,
-                *common,
-                *("--cores", str(cores), "--memory", memory),
-                *("--port", str(free_port()), "--webui-port", str(free_port())),
-                *("--work-dir", str(work)),
-                cluster.master_url,
-            ]
+            command = _worker_command(cluster, n, cores, memory, properties)
             started.append(
                 _launch(f"worker-{n}", (wrap_worker or list)(command), directory, env, properties)
             )
@@ -187,10 +185,97 @@ def up(
         for process, _ in reversed(started):
             _stop(process)
         raise
+    _write_state(cluster)
+    return cluster
+
+
+def _worker_command(
+    cluster: SparkCluster, n: int, cores: int, memory: str, properties: Path
+) -> list[str]:
+    work = Path(cluster.directory) / f"worker-{n}"
+    work.mkdir(exist_ok=True)
+    return [
+        str(spark_home() / "bin" / "spark-class"),
+        WORKER,
+        *("--host", "127.0.0.1", "--properties-file", str(properties)),
+        *("--cores", str(cores), "--memory", memory),
+        *("--port", str(free_port()), "--webui-port", str(free_port())),
+        *("--work-dir", str(work)),
+        cluster.master_url,
+    ]
+
+
+def restart_worker(
+    cluster: SparkCluster,
+    n: int,
+    *,
+    cores: int = 1,
+    memory: str = "1g",
+    timeout: float = 90.0,
+    wrap_worker: Wrap | None = None,
+) -> SparkProcess:
+    """Start worker `n` again after it died (a node that comes back): same work directory,
+    new ports; wait until the master counts every worker alive again. A worker `n` that is
+    still running is refused."""
+    role = f"worker-{n}"
+    old = next((p for p in cluster.processes if p.role == role), None)
+    if old is None:
+        raise LocalClusterError(f"the local Spark cluster in {cluster.directory} has no {role}")
+    if old.process() is not None:
+        raise LocalClusterError(f"Spark {role} still runs (pid {old.pid}); stop it first")
+    directory = Path(cluster.directory)
+    properties = Path(old.marker)
+    env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    command = _worker_command(cluster, n, cores, memory, properties)
+    port = int(command[command.index("--port") + 1])
+    process, proc = _launch(role, (wrap_worker or list)(command), directory, env, properties)
+    cluster.processes = [process if p.role == role else p for p in cluster.processes]
+    _write_state(cluster)
+    try:
+        _wait_registered(cluster, process, proc, port, timeout)
+    except BaseException:
+        _stop(process)
+        raise
+    return process
+
+
+def _check_running(process: SparkProcess, proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        raise LocalClusterError(
+            f"Spark {process.role} exited with code {proc.returncode} while starting; "
+            f"last lines of {process.log}:\n{_tail(process.log)}"
+        )
+
+
+def _wait_registered(
+    cluster: SparkCluster,
+    process: SparkProcess,
+    proc: subprocess.Popen[bytes],
+    port: int,
+    timeout: float,
+) -> None:
+    """Until the master lists the worker on `port` as ALIVE (the dead one it replaces may
+    still count as alive until the master's worker timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _check_running(process, proc)
+        with contextlib.suppress(OSError, ValueError):
+            workers = master_state(cluster).get("workers", [])
+            if any(w.get("port") == port and w.get("state") == "ALIVE" for w in workers):
+                return
+        time.sleep(0.2)
+    raise LocalClusterError(
+        f"Spark {process.role} did not register with the master ({cluster.master_url}) "
+        f"in {timeout:.0f}s; last lines of {process.log}:\n{_tail(process.log)}"
+    )
+
+
+def _write_state(cluster: SparkCluster) -> None:
+    directory = Path(cluster.directory)
     tmp = directory / f"{STATE_FILE}.tmp"
     tmp.write_text(json.dumps(cluster.to_json(), indent=2) + "\n")
     tmp.replace(directory / STATE_FILE)
-    return cluster
 
 
 def _wait_alive(
@@ -203,11 +288,7 @@ def _wait_alive(
     alive = 0
     while time.monotonic() < deadline:
         for process, proc in started:
-            if proc.poll() is not None:
-                raise LocalClusterError(
-                    f"Spark {process.role} exited with code {proc.returncode} while starting; "
-                    f"last lines of {process.log}:\n{_tail(process.log)}"
-                )
+            _check_running(process, proc)
         with contextlib.suppress(OSError, ValueError):
             alive = int(master_state(cluster).get("aliveworkers", 0))
             if alive >= workers:

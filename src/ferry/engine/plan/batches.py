@@ -119,6 +119,17 @@ def bin_count(
     return max(1, min(max_bins, math.ceil(total / min_bin_bytes)))
 
 
+def lease_bins(configured: int, at_start: int, slots: int | None) -> int:
+    """Bins for a lease: `ferry.bins` when set, else the flow's share of Spark's task slots
+    now (`at_start`, its share when the run started, until the driver has counted them), and
+    never more than those slots. A lease holds its slot for the whole lease, so a bin beyond
+    the slots would wait a whole lease, its partitions queued behind the others (after a
+    worker is lost, say); fewer bins copy every partition at once."""
+    if slots is None:
+        return max(1, configured or at_start)
+    return max(1, min(configured or slots, slots))
+
+
 def pack_bins(
     ranges: list[PartitionRange],
     bins: int,

@@ -40,7 +40,15 @@ from pyspark.sql.types import StructType
 from ferry.engine.copy.types import EARLIEST, OPEN
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
-from ferry.engine.plan.batches import TP, PartitionRange, admit, bin_count, pack_bins, range_start
+from ferry.engine.plan.batches import (
+    TP,
+    PartitionRange,
+    admit,
+    bin_count,
+    lease_bins,
+    pack_bins,
+    range_start,
+)
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
@@ -268,7 +276,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for t, count in sorted(topics.items())
             for p in range(count)
         ]
-        bins = self.flow.bins or self.spec.bins
+        bins = lease_bins(self.flow.bins, self.spec.bins, self.state.slots())
         packed = pack_bins(
             ranges, bins, record_bytes=self.state.record_bytes(), previous=self._previous_bins
         )

@@ -1,0 +1,24 @@
+"""How many task slots Spark has right now: the cores of the executors registered with it.
+
+`defaultParallelism` is fixed by `spark.default.parallelism` when set, and on a cluster it is
+never below 2, so it cannot say that one of two one-core workers died. The scheduler backend
+of a cluster (standalone, YARN, Kubernetes) counts the cores of live executors; a local
+master has no such count and its cores never change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+__all__ = ["available_cores"]
+
+
+def available_cores(spark: Any) -> int:
+    context = spark.sparkContext
+    try:
+        cores = int(context._jsc.sc().schedulerBackend().totalCoreCount())
+    except (Py4JError, AttributeError, TypeError, ValueError):
+        return int(context.defaultParallelism)
+    return max(cores, 0)
