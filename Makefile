@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api
+.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -35,6 +35,12 @@ integration: setup
 # about 3 minutes, so not part of `make test` (which runs them in leases, in process).
 test-api: setup
 	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py
+
+# Executors and workers of a local Spark standalone cluster (two one-core workers that cannot
+# see this virtualenv) SIGKILLed while ferry run copies steady traffic, in both modes, and
+# the driver killed and restarted: a few minutes.
+test-cluster: setup
+	$(BIN)/pytest -m cluster tests/integration/test_executor_loss.py
 
 # ferry against secure local clusters (SASL_SSL with SCRAM, mutual TLS; ACLs), as the `ferry`
 # principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
