@@ -362,3 +362,26 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
         for future in b_admin.create_acls([alter_configs]).values():
             future.result(30)
         wait_for(lambda: _acl_findings(config) == [], 60, "ferry's ACLs restored")
+
+
+def test_the_demo_on_secure_clusters_loses_nothing_and_prints_no_secret(tmp_path: Path) -> None:
+    """`ferry demo --secure`: its own SASL_SSL pair, ferry as its least-privileged principal,
+    the password in a file the config refers to; both acts, and no secret on the console."""
+    directory = tmp_path / "demo"
+    result = run_ferry("demo", "--secure", "--keep", "--dir", str(directory), timeout=600)
+    try:
+        everything = result.stdout + result.stderr
+        assert result.returncode == 0, everything
+        assert "Both clusters are secure" in everything
+        assert "lost 0, read twice 0" in everything, everything
+        secrets = (directory / "secrets.properties").read_text()
+        assert (directory / "secrets.properties").stat().st_mode & 0o077 == 0
+        config = (directory / "ferry.yaml").read_text()
+        assert "SASL_SSL" in config and "${file:" in config, config
+        passwords = [line.split("=", 1)[1] for line in secrets.splitlines() if "=" in line]
+        assert passwords and all(len(p) >= 8 for p in passwords), secrets
+        for password in passwords:
+            assert password not in everything
+            assert password not in config
+    finally:
+        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0

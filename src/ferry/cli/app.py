@@ -652,12 +652,19 @@ def monitor(
 def demo(
     directory: DirOption = None,
     keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            help="Secure clusters (TLS, SCRAM-SHA-512, ACLs; ferry as a least-privileged "
+            "principal), as `ferry local up --security sasl_ssl` starts them"
+        ),
+    ] = False,
 ) -> None:
     """Two local clusters, sample traffic, ferry replicating it live, explained."""
     from ferry.demo import run_demo
 
     try:
-        run_demo(out, directory or Path(".ferry-demo"), keep=keep)
+        run_demo(out, directory or Path(".ferry-demo"), keep=keep, secure=secure)
     except KeyboardInterrupt:  # a second Ctrl-C; run_demo has cleaned up already
         err.print("interrupted")
         raise typer.Exit(130) from None

@@ -32,7 +32,9 @@ SHARE_READ_ON_A = 0.4  # of the records in orders, read on A before it is lost
 
 
 def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any]) -> None:
-    a, b = brokers["A"].bootstrap, brokers["B"].bootstrap
+    # The demo's own clients (the application's consumer group) use each cluster's admin
+    # principal on secure clusters; ferry uses its own, from the config.
+    a, b = brokers["A"].admin_settings, brokers["B"].admin_settings
     ends = _ends(a, TOPIC)
     console.rule(styled(("Act 2: datacenter A is lost", "bold")))
     console.print(
@@ -93,10 +95,13 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
     )
 
 
-def _consumer(bootstrap: str, **settings: Any) -> Consumer:
+Settings = dict[str, str]
+
+
+def _consumer(cluster: Settings, **settings: Any) -> Consumer:
     return clients.consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **cluster,
             "group.id": GROUP,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -105,8 +110,8 @@ def _consumer(bootstrap: str, **settings: Any) -> Consumer:
     )
 
 
-def _ends(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = _consumer(bootstrap)
+def _ends(cluster: Settings, topic: str) -> dict[int, int]:
+    consumer = _consumer(cluster)
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return {
@@ -117,9 +122,9 @@ def _ends(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def _read_on_a(bootstrap: str, count: int) -> dict[int, list[int]]:
+def _read_on_a(cluster: Settings, count: int) -> dict[int, list[int]]:
     """Read `count` records as the group, commit, leave: offsets read, per partition."""
-    consumer = _consumer(bootstrap, **{"auto.offset.reset": "earliest"})
+    consumer = _consumer(cluster, **{"auto.offset.reset": "earliest"})
     consumer.subscribe([TOPIC])
     read: dict[int, list[int]] = {}
     total = 0
@@ -137,11 +142,11 @@ def _read_on_a(bootstrap: str, count: int) -> dict[int, list[int]]:
     return read
 
 
-def _read_on_b(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, list[int]]:
+def _read_on_b(cluster: Settings, topic: str, partitions: list[int]) -> dict[int, list[int]]:
     """Read as the group from its committed offsets to the end: origin offsets, per partition."""
     # A partition the group never read on A has no checkpoint: it starts at the beginning,
     # as it would have on A (auto.offset.reset=earliest).
-    consumer = _consumer(bootstrap, **{"auto.offset.reset": "earliest"})
+    consumer = _consumer(cluster, **{"auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, p) for p in partitions])
     read: dict[int, list[int]] = {p: [] for p in partitions}
     done: set[int] = set()

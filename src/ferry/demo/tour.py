@@ -30,6 +30,8 @@ from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local import clusters as local
+from ferry.local.security import SecurityMode
+from ferry.secrets import is_secret_key
 
 __all__ = ["run_demo"]
 
@@ -50,9 +52,9 @@ def _text(value: object) -> str:
 class _Traffic(threading.Thread):
     """Keyed orders and payments into A at a steady rate; counts what A acknowledged."""
 
-    def __init__(self, bootstrap: str, rate: int, seconds: float) -> None:
+    def __init__(self, cluster: dict[str, str], rate: int, seconds: float) -> None:
         super().__init__(name="ferry-demo-traffic", daemon=True)
-        self.bootstrap = bootstrap
+        self.cluster = cluster
         self.rate = rate
         self.seconds = seconds
         self.acked = dict.fromkeys(TOPICS, 0)
@@ -86,7 +88,7 @@ class _Traffic(threading.Thread):
 
         producer = clients.producer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.cluster,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 10,
@@ -136,14 +138,14 @@ def _sample(n: int) -> tuple[str, bytes, bytes]:
 class _Cluster:
     """Watermarks and single records of one cluster, through one consumer."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, cluster: dict[str, str]) -> None:
 
         from ferry.kafka.log import quiet
 
         self.consumer = clients.consumer(
             quiet(
                 {
-                    "bootstrap.servers": bootstrap,
+                    **cluster,
                     "group.id": f"ferry-demo-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                 }
@@ -203,11 +205,11 @@ class _Cluster:
         self.consumer.close()
 
 
-def _create_topics(bootstrap: str) -> None:
+def _create_topics(cluster: dict[str, str]) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    admin = clients.admin_client({"bootstrap.servers": bootstrap})
+    admin = clients.admin_client(cluster)
     new = [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in TOPICS.items()]
     for future in admin.create_topics(new).values():
         try:
@@ -219,18 +221,29 @@ def _create_topics(bootstrap: str) -> None:
 
 def _write_config(directory: Path, brokers: dict[str, Any]) -> Path:
     path = directory / "ferry.yaml"
-    path.write_text(
-        "# Written by `ferry demo`: replicate every topic of A to B.\n"
-        "clusters:\n"
-        f'  A: {{bootstrap.servers: "{brokers["A"].bootstrap}"}}\n'
-        f'  B: {{bootstrap.servers: "{brokers["B"].bootstrap}"}}\n'
-        "A->B.enabled: true\n"
-        "replication.factor: 1                       # single-broker clusters\n"
-        "offset-syncs.topic.replication.factor: 1\n"
-        "checkpoints.topic.replication.factor: 1\n"
-        "heartbeats.topic.replication.factor: 1\n"
-        f"ferry.state.dir: {directory / 'state'}\n"
-    )
+    secrets = directory / "secrets.properties"
+    kept: list[str] = []
+    lines = ["# Written by `ferry demo`: replicate every topic of A to B.", "clusters:"]
+    for alias in ("A", "B"):
+        settings = []
+        for key, value in brokers[alias].client_settings.items():
+            if is_secret_key(key):  # kept out of the config, read from a file at load
+                kept.append(f"{alias}.{key}={value}")
+                value = f"${{file:{secrets}:{alias}.{key}}}"
+            settings.append(f'{key}: "{value}"')
+        lines.append(f"  {alias}: {{{', '.join(settings)}}}")
+    lines += [
+        "A->B.enabled: true",
+        "replication.factor: 1                       # single-broker clusters",
+        "offset-syncs.topic.replication.factor: 1",
+        "checkpoints.topic.replication.factor: 1",
+        "heartbeats.topic.replication.factor: 1",
+        f"ferry.state.dir: {directory / 'state'}",
+    ]
+    if kept:
+        secrets.touch(mode=0o600)
+        secrets.write_text("\n".join(kept) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -310,7 +323,9 @@ def _start_spark(state_dir: Path) -> Any:
     return spark_session(FerryConfig(clusters={}, state_dir=state_dir))
 
 
-def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
+def run_demo(
+    console: Console, directory: Path, *, keep: bool = False, secure: bool = False
+) -> None:
     # Spark's Python workers must import ferry: use this interpreter, not the first python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -327,8 +342,17 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
         ),
         soft_wrap=False,
     )
+    mode: SecurityMode = "sasl_ssl" if secure else "plaintext"
+    if secure:
+        console.print(
+            "Both clusters are secure, as production runs them: TLS listeners with a fresh CA, "
+            "SCRAM-SHA-512 users (an admin, and `ferry` with only the ACLs ferry needs), an ACL "
+            "authorizer. ferry's password stays out of its config and of every line it prints.",
+            soft_wrap=False,
+        )
     kept = local.read_state(directory)
-    if not ({"A", "B"} <= kept.keys() and all(b.is_running() for b in kept.values())):
+    running = [b.is_running() and b.security == mode for b in kept.values()]
+    if not ({"A", "B"} <= kept.keys() and all(running)):
         local.down(directory)  # a half-stopped earlier demo: start both clusters afresh
         shutil.rmtree(directory / "state", ignore_errors=True)  # its progress means nothing now
     started = time.monotonic()
@@ -340,7 +364,7 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
         # The brokers start while Spark's JVM does; Spark stays in the main thread, where its
         # session is active (a data source registered from another thread is not found).
         with ThreadPoolExecutor(max_workers=1) as pool:
-            brokers_future = pool.submit(local.up, ["A", "B"], directory)
+            brokers_future = pool.submit(local.up, ["A", "B"], directory, security=mode)
             try:
                 spark = _start_spark(directory / "state")
             finally:
@@ -352,8 +376,9 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
             console.print(
                 f"  {alias}: {broker.bootstrap} (pid {broker.pid}, data in {broker.directory})"
             )
-        traffic = _Traffic(brokers["A"].bootstrap, RATE, TRAFFIC_SECONDS)
-        clients = [_Cluster(brokers["A"].bootstrap), _Cluster(brokers["B"].bootstrap)]
+        # The demo's own clients use the admin principal of a secure cluster; ferry its own.
+        traffic = _Traffic(brokers["A"].admin_settings, RATE, TRAFFIC_SECONDS)
+        clients = [_Cluster(brokers["A"].admin_settings), _Cluster(brokers["B"].admin_settings)]
         _tour(console, directory, brokers, spark, traffic, *clients)
         succeeded = True
     finally:
@@ -373,6 +398,7 @@ def run_demo(console: Console, directory: Path, *, keep: bool = False) -> None:
         else:
             if succeeded:
                 (directory / "ferry.yaml").unlink(missing_ok=True)
+                (directory / "secrets.properties").unlink(missing_ok=True)
                 shutil.rmtree(directory / "state", ignore_errors=True)
             else:
                 console.print(f"ferry's state and Spark's log are kept in {directory / 'state'}")
@@ -394,7 +420,7 @@ def _tour(
     from ferry.demo.failover import failover_act
     from ferry.engine.runner import Runner
 
-    _create_topics(brokers["A"].bootstrap)
+    _create_topics(brokers["A"].admin_settings)
     config_path = _write_config(directory, brokers)
     config = load_config(config_path)
     console.print(
