@@ -87,8 +87,9 @@ bench-quick: setup
 
 # Fault test: steady traffic, ferry SIGKILLed 5x and SIGTERMed 2x, each broker
 # SIGKILLed once, in exactly-once then at-least-once mode; writes bench/results/chaos.{json,md}.
-# Not part of `make test` (its short version is).
+# Its short version (tests/integration/test_chaos_short.py) first. Not part of `make test`.
 chaos: setup
+	$(BIN)/pytest -m system tests/integration/test_chaos_short.py
 	$(BIN)/python -m tests.chaos.run
 
 clean:

@@ -2,14 +2,19 @@
 
 Its own two clusters (the target's broker is killed), steady traffic into A, `ferry run` in
 exactly-once mode SIGKILLed, the target broker SIGKILLed, ferry SIGTERMed, each restarted.
-`make chaos` runs the long version (nine faults, both modes, at least 100,000 records).
+`make chaos` runs it, then the long version (nine faults, both modes, at least 100,000
+records). At least 50 s of traffic and three Spark starts: a `system` test, outside `make test`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.chaos.harness import SHORT_SCHEDULE, ChaosSettings, run_chaos
+
+pytestmark = pytest.mark.system
 
 
 def test_exactly_once_through_kills_and_a_broker_bounce(tmp_path: Path) -> None:

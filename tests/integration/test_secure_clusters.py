@@ -29,9 +29,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from ferry.config import load_config
+from ferry.engine.runner import Runner
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, wait_for
-from tests.integration.replication_setup import run_once
+from tests.integration.replication_setup import run_beside, run_once
 
 # Starting a pair of TLS clusters and Spark took up to 165 s on a busy 2-core machine, and the
 # first test's timeout counts its fixtures' set-up too.
@@ -150,6 +152,45 @@ def _topic_acls(settings: Settings, topic: str) -> list[AclBinding]:
     return list(admin.describe_acls(wanted).result(30))
 
 
+def _grant_alice_read(pair: SecurePair, topic: str) -> None:
+    alice_reads = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    admin = AdminClient(pair.admin("A"))  # kept: its futures die with it
+    for future in admin.create_acls([alice_reads]).values():
+        future.result(30)
+
+
+def _wait_acl_synced(pair: SecurePair, remote: str) -> None:
+    wait_for(
+        lambda: any(
+            acl.principal == "User:alice" and acl.operation == AclOperation.READ
+            for acl in _topic_acls(pair.admin("B"), remote)
+        ),
+        30,
+        f"alice's READ ACL synced to {remote} on B",
+    )
+
+
+def _fail_over(
+    pair: SecurePair, config: Path, group: str, positions: dict[tuple[str, int], int]
+) -> None:
+    """`ferry failover` of `group` from A to B: a fresh remote topic takes the source's
+    offsets one for one."""
+    failover = run_ferry(
+        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B"
+    )
+    assert failover.returncode == 0, failover.stdout + failover.stderr
+    expected = {(f"A.{topic}", p): offset for (topic, p), offset in positions.items()}
+    assert _committed(pair.admin("B"), group, list(expected)) == expected
+
+
 def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     sasl_ssl: SecurePair, topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
@@ -172,18 +213,7 @@ def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     group = f"app-{uuid.uuid4().hex[:6]}"
     positions = {(topic_name, 0): 40, (topic_name, 1): 60}
     _commit(sasl_ssl.admin("A"), group, positions)
-    alice_reads = AclBinding(
-        ResourceType.TOPIC,
-        topic_name,
-        ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        AclOperation.READ,
-        AclPermissionType.ALLOW,
-    )
-    a_admin_client = AdminClient(sasl_ssl.admin("A"))  # kept: its futures die with it
-    for future in a_admin_client.create_acls([alice_reads]).values():
-        future.result(30)
+    _grant_alice_read(sasl_ssl, topic_name)
 
     config = _properties(
         tmp_path,
@@ -199,14 +229,7 @@ def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     copied = read_all(sasl_ssl.bootstrap("B"), remote, 2, 200, client=b_admin)
     assert sorted(_values(copied)) == sorted(_values(sent))
     # ACL sync (READ kept, for alice, on the remote topic) and heartbeats on the source.
-    wait_for(
-        lambda: any(
-            acl.principal == "User:alice" and acl.operation == AclOperation.READ
-            for acl in _topic_acls(sasl_ssl.admin("B"), remote)
-        ),
-        30,
-        f"alice's READ ACL synced to {remote} on B",
-    )
+    _wait_acl_synced(sasl_ssl, remote)
     assert "heartbeats" in AdminClient(sasl_ssl.admin("A")).list_topics(timeout=30).topics
 
     status = run_ferry("status", "-c", str(config), "--json")
@@ -216,15 +239,16 @@ def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     assert doctor.returncode == 0, doctor.stderr
     assert "AUTHORIZATION" not in doctor.stdout + doctor.stderr
 
-    failover = run_ferry(
-        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B"
+    monitor = run_ferry("monitor", "-c", str(config), "--once")
+    assert monitor.returncode == 0, monitor.stdout + monitor.stderr
+    assert "AUTHORIZATION" not in monitor.stdout + monitor.stderr
+    translate = run_ferry(
+        "translate", "-c", str(config), "--group", group, "--from", "A", "--to", "B", "--json"
     )
-    assert failover.returncode == 0, failover.stderr
-    # A fresh remote topic took the source's offsets one for one.
-    remote_tps = [(remote, 0), (remote, 1)]
-    assert _committed(sasl_ssl.admin("B"), group, remote_tps) == {
-        (remote, p): o for (_, p), o in positions.items()
-    }
+    assert translate.returncode == 0, translate.stdout + translate.stderr
+    assert str(positions[(topic_name, 1)]) in translate.stdout, translate.stdout
+
+    _fail_over(sasl_ssl, config, group, positions)
 
 
 def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
@@ -247,15 +271,23 @@ def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
     a = sasl_ssl.bootstrap("A")
     create_topic(a, topic_name, 2, sasl_ssl.admin_only("A"))
     sent = _records(150)
-    produce(a, topic_name, sent, sasl_ssl.admin_only("A"))
+    more = sent[75:]
+    produce(a, topic_name, sent[:75], sasl_ssl.admin_only("A"))
     config = _properties(
         tmp_path,
         {"A": java("A"), "B": java("B")},
         topic_name,
         **{"exactly.once.source.support": "enabled", "emit.heartbeats.enabled": "false"},
     )
-    # (at least: every flow also copies `heartbeats`, which the first test's flow emitted)
-    assert run_once(config, spark)["A->B"].records >= 150
+    # Continuous, in leases: half the records are there at the start, half arrive meanwhile.
+    runner = Runner(load_config(config), spark=spark)
+
+    def produce_the_rest_and_wait_for_them() -> None:
+        produce(a, topic_name, more, sasl_ssl.admin_only("A"))
+        committed = {**sasl_ssl.admin_only("B"), "isolation.level": "read_committed"}
+        read_all(sasl_ssl.bootstrap("B"), f"A.{topic_name}", 2, 150, 180, committed)
+
+    run_beside(runner, produce_the_rest_and_wait_for_them)
     copied = read_all(
         sasl_ssl.bootstrap("B"),
         f"A.{topic_name}",
@@ -266,7 +298,7 @@ def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
     assert sorted(_values(copied)) == sorted(_values(sent))
 
 
-def test_mutual_tls_clusters_copy_and_audit_as_the_ferry_certificate(
+def test_mutual_tls_clusters_copy_sync_acls_fail_over_and_audit_as_the_ferry_certificate(
     mutual_tls: SecurePair, topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     for alias in ("A", "B"):
@@ -278,17 +310,23 @@ def test_mutual_tls_clusters_copy_and_audit_as_the_ferry_certificate(
     create_topic(a, topic_name, 2, mutual_tls.admin_only("A"))
     sent = _records(120)
     produce(a, topic_name, sent, mutual_tls.admin_only("A"))
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    positions = {(topic_name, 0): 25, (topic_name, 1): 35}
+    _commit(mutual_tls.admin("A"), group, positions)
+    _grant_alice_read(mutual_tls, topic_name)
     config = _properties(
         tmp_path,
         {"A": mutual_tls.ferry("A"), "B": mutual_tls.ferry("B")},
         topic_name,
-        **{"emit.heartbeats.enabled": "false"},
+        **{"emit.heartbeats.enabled": "false", "sync.group.offsets.enabled": "false"},
     )
     assert run_once(config, spark)["A->B"].records == 120
     copied = read_all(
         mutual_tls.bootstrap("B"), f"A.{topic_name}", 2, 120, client=mutual_tls.admin_only("B")
     )
     assert sorted(_values(copied)) == sorted(_values(sent))
+    _wait_acl_synced(mutual_tls, f"A.{topic_name}")
+    _fail_over(mutual_tls, config, group, positions)
 
     # The audit reads both sides with Spark's Kafka connector, a Java client: the certificate
     # and CA reach it translated (PEM keystore and truststore).
