@@ -318,7 +318,11 @@ def test_mutual_tls_clusters_copy_sync_acls_fail_over_and_audit_as_the_ferry_cer
         tmp_path,
         {"A": mutual_tls.ferry("A"), "B": mutual_tls.ferry("B")},
         topic_name,
-        **{"emit.heartbeats.enabled": "false", "sync.group.offsets.enabled": "false"},
+        **{
+            "emit.heartbeats.enabled": "false",
+            "sync.group.offsets.enabled": "false",
+            "ferry.copier": "python",  # the SASL_SSL tests run the native copy loop
+        },
     )
     assert run_once(config, spark)["A->B"].records == 120
     copied = read_all(
