@@ -25,6 +25,7 @@ __all__ = [
     "WORKER_MEMORY",
     "can_unshare",
     "executor_of",
+    "executors_in_status",
     "hidden",
     "hiding_wrapper",
     "spark_events",
@@ -92,6 +93,20 @@ def executor_of(worker: psutil.Process) -> tuple[str, psutil.Process] | None:
         if any("CoarseGrainedExecutorBackend" in arg for arg in command):
             return command[command.index("--executor-id") + 1], child
     return None
+
+
+def executors_in_status(config: Path) -> dict[str, Any]:
+    """`ferry status --json`'s account of flow A->B per Spark executor id."""
+    status = subprocess.run(
+        [sys.executable, "-m", "ferry", "status", "-c", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    executors: dict[str, Any] = json.loads(status.stdout)["flows"]["A->B"]["executors"]
+    return executors
 
 
 def spark_events(event_logs: Path, kind: str) -> list[dict[str, Any]]:

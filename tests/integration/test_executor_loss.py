@@ -16,12 +16,9 @@ Spark's own event log says what it did with the lost tasks; the target, read by 
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,7 @@ from tests.integration.spark_workers import (
     WORKER_CORES,
     WORKER_MEMORY,
     executor_of,
+    executors_in_status,
     hiding_wrapper,
     spark_events,
 )
@@ -144,17 +142,31 @@ def _lost_and_retried(events: Path, executor: str) -> tuple[list[dict[str, Any]]
     return lost, retried
 
 
-def _executors(config: Path) -> dict[str, Any]:
-    status = subprocess.run(
-        [sys.executable, "-m", "ferry", "status", "-c", str(config), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert status.returncode == 0, status.stdout + status.stderr
-    executors: dict[str, Any] = json.loads(status.stdout)["flows"]["A->B"]["executors"]
-    return executors
+@contextlib.contextmanager
+def _copying(
+    tmp_path: Path, config: Path, a: str, b: str, topic: str
+) -> Iterator[tuple[SteadyProducer, LagMonitor, FerryProcess]]:
+    """Traffic into A, a watch on B, and `ferry run` started; all stopped on the way out."""
+    traffic = SteadyProducer(a, topic, PARTITIONS, RATE).start()
+    monitor = LagMonitor(b, f"A.{topic}", PARTITIONS).start()
+    ferry = FerryProcess(config, tmp_path)
+    try:
+        ferry.start()
+        _progress(monitor, ferry, "the first copies")
+        yield traffic, monitor, ferry
+    finally:
+        traffic.stop()
+        monitor.stop()
+        if ferry.alive():
+            ferry.sigkill()
+
+
+def _assert_ran_again(events: Path, killed: str) -> None:
+    """Spark lost a task with executor `killed` and started it again on another executor."""
+    lost, retried = _lost_and_retried(events, killed)
+    print(f"lost with executor {killed}: {len(lost)} task(s); started again: {retried}")
+    assert lost, f"Spark's event log has no task lost with executor {killed}"
+    assert retried and all(r[3] != killed for r in retried), retried
 
 
 def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
@@ -172,12 +184,7 @@ def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
         topic_name,
         **{"exactly.once.source.support": "enabled"},
     )
-    traffic = SteadyProducer(a, topic_name, PARTITIONS, RATE).start()
-    monitor = LagMonitor(b, f"A.{topic_name}", PARTITIONS).start()
-    ferry = FerryProcess(config, tmp_path)
-    try:
-        ferry.start()
-        _progress(monitor, ferry, "the first copies")
+    with _copying(tmp_path, config, a, b, topic_name) as (traffic, monitor, ferry):
         worker = spark_cluster.process("worker-1").process()
         assert worker is not None
         found = executor_of(worker)
@@ -190,24 +197,12 @@ def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
         ferry.start()
         _progress(monitor, ferry, "copying after ferry run was SIGKILLed and started again")
         result = _finish(traffic, monitor, ferry, a, b, topic_name)
-    finally:
-        traffic.stop()
-        monitor.stop()
-        if ferry.alive():
-            ferry.sigkill()
 
     assert result.total("source") >= 3 * PROGRESS
     assert result.total("copies") == result.total("source")
-    assert (result.total("lost"), result.total("duplicated"), result.total("reordered")) == (
-        0,
-        0,
-        0,
-    )
-    assert (result.total("mismatched"), result.total("foreign")) == (0, 0)
-    lost, retried = _lost_and_retried(tmp_path / "events", killed)
-    print(f"lost with executor {killed}: {len(lost)} task(s); started again: {retried}")
-    assert lost, f"Spark's event log has no task lost with executor {killed}"
-    assert retried and all(r[3] != killed for r in retried), retried
+    kinds = ("lost", "duplicated", "reordered", "mismatched", "foreign")
+    assert {kind: result.total(kind) for kind in kinds} == dict.fromkeys(kinds, 0)
+    _assert_ran_again(tmp_path / "events", killed)
 
 
 def test_at_least_once_through_a_lost_worker_that_comes_back(
@@ -219,14 +214,9 @@ def test_at_least_once_through_a_lost_worker_that_comes_back(
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, PARTITIONS)
     config = _config(tmp_path, spark_cluster, kafka_clusters, topic_name)
-    traffic = SteadyProducer(a, topic_name, PARTITIONS, RATE).start()
-    monitor = LagMonitor(b, f"A.{topic_name}", PARTITIONS).start()
-    ferry = FerryProcess(config, tmp_path)
-    try:
-        ferry.start()
-        _progress(monitor, ferry, "the first copies")
-        _wait(lambda: len(_executors(config)) == 2, ferry, "both executors copying")
-        before = set(_executors(config))
+    with _copying(tmp_path, config, a, b, topic_name) as (traffic, monitor, ferry):
+        _wait(lambda: len(executors_in_status(config)) == 2, ferry, "both executors copying")
+        before = set(executors_in_status(config))
         worker = spark_cluster.process("worker-2").process()
         assert worker is not None
         found = executor_of(worker)
@@ -244,16 +234,12 @@ def test_at_least_once_through_a_lost_worker_that_comes_back(
         )
 
         def back() -> bool:
-            return any(e not in before and s["records"] > 0 for e, s in _executors(config).items())
+            copied = executors_in_status(config).items()
+            return any(e not in before and s["records"] > 0 for e, s in copied)
 
         _wait(back, ferry, "an executor on the restarted worker-2 copying")
         _progress(monitor, ferry, "copying on both workers again")
         result = _finish(traffic, monitor, ferry, a, b, topic_name)
-    finally:
-        traffic.stop()
-        monitor.stop()
-        if ferry.alive():
-            ferry.sigkill()
 
     assert result.total("source") >= 3 * PROGRESS
     assert (result.total("lost"), result.total("mismatched"), result.total("foreign")) == (0, 0, 0)
@@ -262,7 +248,4 @@ def test_at_least_once_through_a_lost_worker_that_comes_back(
     duplicated = result.total("duplicated")
     print(f"duplicated: {duplicated} of {result.total('source')}")
     assert duplicated <= result.total("source") // 10
-    lost, retried = _lost_and_retried(tmp_path / "events", killed)
-    print(f"lost with executor {killed}: {len(lost)} task(s); started again: {retried}")
-    assert lost, f"Spark's event log has no task lost with executor {killed}"
-    assert retried and all(r[3] != killed for r in retried), retried
+    _assert_ran_again(tmp_path / "events", killed)

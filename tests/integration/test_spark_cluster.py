@@ -5,7 +5,6 @@ the flow there. Spark's own records (the application's event log) say where the 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from ferry.local import spark as local_spark
 from ferry.local.broker import BrokerProcess
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
-from tests.integration.spark_workers import hidden, tasks_by_executor
+from tests.integration.spark_workers import executors_in_status, hidden, tasks_by_executor
 
 pytestmark = pytest.mark.integration
 
@@ -72,15 +71,7 @@ def test_a_flow_runs_on_workers_without_ferry_from_the_shipped_environment(
     ran_ferry = {e for e, ended in by_executor.items() if {"Success", "ferry"} & set(ended)}
     assert len(ran_ferry) == 2, f"tasks per executor: {by_executor}"
     # ferry's own account agrees: who copied what, by Spark's executor ids.
-    status = subprocess.run(
-        [sys.executable, "-m", "ferry", "status", "-c", str(config), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert status.returncode == 0, status.stdout + status.stderr
-    executors = json.loads(status.stdout)["flows"]["A->B"]["executors"]
+    executors = executors_in_status(config)
     assert set(executors) == ran_ferry, executors
     assert sum(e["records"] for e in executors.values()) == records, executors
     for n in (1, 2):
