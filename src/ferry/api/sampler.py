@@ -22,7 +22,9 @@ class Sampler:
         self._states = states
         self.history = history
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ferry-console-history", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="ferry-console-history", daemon=True
+        )
 
     def sample(self) -> None:
         now = time.time()

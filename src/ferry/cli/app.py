@@ -237,7 +237,10 @@ def run(
     ] = None,
     api_port: Annotated[
         int | None,
-        typer.Option(help="Serve the control API (topics, pause, failover) on PORT (0: any)"),
+        typer.Option(
+            help="Serve the control API (topics, pause, failover) and its web console on PORT "
+            "(0: any)"
+        ),
     ] = None,
     api_host: Annotated[
         str, typer.Option(help="Where the API listens; not loopback only with a token")

@@ -3,6 +3,7 @@
 "use strict";
 
 const TOKEN_KEY = "ferry-api-token";
+const DONE = { pause: "paused", resume: "resumed", restart: "restarted" };
 const REFRESH_MS = 5000;
 const SVG = "http://www.w3.org/2000/svg";
 const sections = new Map(); // flow name -> its <section>
@@ -36,7 +37,8 @@ function number(value, unit) {
   return value.toLocaleString(undefined, { maximumFractionDigits: 1 }) + (unit ? " " + unit : "");
 }
 
-// A line chart of one series over the points' time span (at most the last hour).
+// A line chart of one series over the points' time span (at most the last hour); every chart
+// of a flow spans the same time, whichever of its points have a value.
 function drawChart(svg, points, key) {
   const width = 300, height = 120, left = 40, bottom = 14;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -48,7 +50,7 @@ function drawChart(svg, points, key) {
     text(svg, left, height / 2, "no data yet");
     return;
   }
-  const t0 = data[0].t, t1 = Math.max(data[data.length - 1].t, t0 + 1);
+  const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
   const top = Math.max(...data.map((p) => p[key]), 1);
   const x = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - 4);
   const y = (v) => 4 + (1 - v / top) * (height - bottom - 8);
@@ -82,7 +84,7 @@ function sectionFor(flow) {
   section.querySelector(".name").textContent = flow.name;
   section.querySelector(".toggle").addEventListener("click", () => {
     const action = section.dataset.action;
-    change("POST", flowPath(section.flow) + "/" + action, undefined, `${flow.name}: ${action}`);
+    change("POST", flowPath(section.flow) + "/" + action, undefined, `${flow.name}: ${DONE[action]}`);
   });
   section.querySelector(".add-topic").addEventListener("submit", (event) => {
     event.preventDefault();
