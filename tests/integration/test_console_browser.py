@@ -58,12 +58,14 @@ def ferry(
         },
     )
     run = FerryRun(config, tmp_path / "state", tmp_path / "ferry.log", a, b, topic_name, "")
-    run.start()
     try:
+        run.start()
         yield run
+        run.stop()  # exits 0: stopped cleanly with the flow running
     finally:
-        if run.proc is not None:
-            run.stop()
+        if run.proc is not None:  # a start that timed out, or a failed test
+            run.proc.kill()
+            run.proc.wait(30)
 
 
 def _records(count: int, tag: str) -> list[Rec]:

@@ -110,7 +110,7 @@ function showFlow(flow, history) {
   section.querySelector(".toggle").textContent = action[0].toUpperCase() + action.slice(1);
   const recent = history.points.length ? history.points[history.points.length - 1] : {};
   section.querySelector(".lag").textContent = number(flow.lag, "records");
-  section.querySelector(".latency").textContent = number(recent.latency_ms ?? flow.latency_ms, "ms");
+  section.querySelector(".latency").textContent = number(flow.latency_ms, "ms");
   section.querySelector(".throughput").textContent =
     number(recent.records_per_second, "records/s") + " · " +
     number(recent.bytes_per_second === undefined || recent.bytes_per_second === null ? null : recent.bytes_per_second / 1e6, "MB/s");
