@@ -1,6 +1,6 @@
 #!/bin/sh
 # The web console's browser test drives Debian's Chromium (Playwright's own browser builds come
-# from a CDN this project does not use). Installed only when missing; needs root (or sudo).
+# from a CDN this project does not use). Installed only when missing; needs root.
 set -e
 for name in chromium chromium-browser; do
     if command -v "$name" >/dev/null 2>&1; then exit 0; fi
