@@ -40,6 +40,8 @@ class History:
     def samples(self, flow: str, now: float) -> list[Sample]:
         """The flow's samples of the last `window_seconds` before `now`, oldest first."""
         since = now - self.window_seconds
+        # list() of a deque is one C call under the GIL: a whole copy beside the sampler's
+        # appends from its own thread.
         return [s for s in list(self._rings.get(flow, ())) if s.at >= since]
 
     def points(self, flow: str, now: float) -> list[dict[str, Any]]:

@@ -30,7 +30,11 @@ function flowPath(flow) {
   return "/flows/" + encodeURIComponent(flow.source) + "/" + encodeURIComponent(flow.target);
 }
 
-function say(text) { document.getElementById("message").textContent = text; }
+function say(text, failed = false) {
+  const message = document.getElementById("message");
+  message.textContent = text;
+  message.classList.toggle("failed", failed);
+}
 
 function number(value, unit) {
   if (value === null || value === undefined) return "–";
@@ -148,7 +152,7 @@ async function change(method, path, body, done) {
     return true;
   } catch (error) {
     if (error instanceof Unauthorized) return askToken();
-    say(error.message);
+    say(error.message, true);
     return false;
   }
 }
@@ -166,7 +170,7 @@ async function refresh() {
     timer = setTimeout(refresh, REFRESH_MS);
   } catch (error) {
     if (error instanceof Unauthorized) return askToken();
-    say("ferry's API did not answer: " + error.message);
+    say("ferry's API did not answer: " + error.message, true);
     timer = setTimeout(refresh, REFRESH_MS);
   }
 }
@@ -175,7 +179,7 @@ function askToken() {
   clearTimeout(timer);
   document.getElementById("login").hidden = false;
   document.getElementById("token").focus();
-  if (token()) say("that token was refused");
+  if (token()) say("that token was refused", true);
   return false;
 }
 
