@@ -32,9 +32,13 @@ integration: setup
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
-# about 3 minutes, so not part of `make test` (which runs them in leases, in process).
+# then the web console in a headless Chromium (Debian's, installed when missing) pausing and
+# resuming a flow; about 5 minutes, so not part of `make test` (which runs the API's changes
+# in leases, in process). The console's screenshots go to artifacts/console/.
 test-api: setup
-	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py
+	@sh scripts/install_chromium.sh
+	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py \
+	  tests/integration/test_console_browser.py
 
 # Executors and workers of a local Spark standalone cluster (two one-core workers that cannot
 # see this virtualenv) SIGKILLed while ferry run copies steady traffic, in both modes, and

@@ -4,6 +4,7 @@ the token rules; no broker: the source's topics come from a stand-in."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,12 @@ from fastapi.testclient import TestClient
 
 from ferry.api.app import create_app
 from ferry.api.auth import TOKEN_ENV, check_open, load_token
+from ferry.api.history import History, Sample
 from ferry.config import load_config
 from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
 from ferry.control.model import FlowControl
+from ferry.control.status import Condition
 from ferry.engine.flow_state import FlowState
 from ferry.errors import ConfigError, KafkaUnavailableError
 
@@ -47,11 +50,24 @@ class Setup:
             self.failovers.append(args)
             return {"group": args[0], "positions": []}
 
+        self.condition = Condition()  # what the runner knows of A->B
+        self.restarts: list[str] = []
+
+        def restart(name: str) -> bool:
+            if self.condition.failed is None:
+                return False
+            self.restarts.append(name)
+            self.condition = Condition()
+            return True
+
+        self.history = History()
         app = create_app(
             self.controller,
             token=token,
-            conditions=lambda: {"A->B": None},
+            conditions=lambda: {"A->B": self.condition},
             failover=failover,
+            restart=restart,
+            history=self.history,
         )
         self.client = TestClient(app)
 
@@ -206,3 +222,43 @@ def test_api_keys_are_checked_on_load(tmp_path: Path) -> None:
         _config(tmp_path, "api.ssl.certfile = cert.pem\n")
     with pytest.raises(ConfigError, match=re.escape("did you mean 'api.token.file'")):
         _config(tmp_path, "api.token.fil = x\n")
+
+
+def test_a_failed_flow_says_failed_with_its_error_and_restarts_on_request(api: Setup) -> None:
+    error = "topic orders on A: TOPIC_AUTHORIZATION_FAILED: not allowed to read"
+    api.condition = Condition(failed=error)
+    listed = api.client.get("/api/v1/flows", headers=AUTH).json()
+    assert [(f["name"], f["state"], f["error"]) for f in listed] == [("A->B", "failed", error)]
+    one = api.client.get("/api/v1/flows/A/B", headers=AUTH).json()
+    assert (one["state"], one["error"]) == ("failed", error)
+    restarted = api.client.post("/api/v1/flows/A/B/restart", headers=AUTH)
+    assert restarted.status_code == 200
+    assert (restarted.json()["state"], restarted.json()["error"]) == ("running", None)
+    assert api.restarts == ["A->B"]
+    again = api.client.post("/api/v1/flows/A/B/restart", headers=AUTH)
+    assert again.status_code == 400
+    assert again.json()["detail"] == "flow A->B has not failed; only a failed flow restarts"
+    assert api.client.post("/api/v1/flows/B/A/restart", headers=AUTH).status_code == 404
+
+
+def test_the_console_page_is_open_but_its_data_needs_the_token(api: Setup) -> None:
+    page = api.client.get("/")
+    assert page.status_code == 200 and "console/console.js" in page.text
+    script = api.client.get("/console/console.js")
+    assert script.status_code == 200 and "Authorization" in script.text
+    assert api.client.get("/api/v1/flows/A/B/history").status_code == 401
+    assert api.client.get("/api/v1/events").status_code == 401
+    assert api.client.get("/console/../app.py").status_code == 404
+
+
+def test_the_history_endpoint_answers_the_flows_last_hour(api: Setup) -> None:
+    now = time.time()
+    api.history.add("A->B", Sample(now - 7200, 90, 0, 0, 0.0, 0))  # two hours ago: left out
+    api.history.add("A->B", Sample(now - 10, 50, 0, 0, 0.0, 0))
+    api.history.add("A->B", Sample(now - 5, 10, 40, 4000, 400.0, 40))
+    answer = api.client.get("/api/v1/flows/A/B/history", headers=AUTH).json()
+    assert answer["interval_seconds"] == 5.0
+    assert [(p["lag"], p["records_per_second"], p["latency_ms"]) for p in answer["points"]] == [
+        (50, None, None),
+        (10, 8.0, 10.0),
+    ]

@@ -24,6 +24,7 @@ from ferry.api.server import address_file, serve
 from ferry.config import load_config
 from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
+from ferry.control.status import Condition
 from ferry.errors import FerryError
 
 
@@ -116,3 +117,26 @@ def test_the_cli_says_how_to_reach_the_api_and_how_to_write_a_flow(tmp_path: Pat
     no_api = run_ferry("flows", "pause", "-c", str(config.path), "--flow", "A->B", timeout=60)
     assert no_api.returncode == 1 and "Traceback" not in no_api.stderr
     assert "no running ferry API found" in no_api.stderr
+
+
+def test_the_cli_restarts_a_failed_flow(tmp_path: Path) -> None:
+    """(The refusal of a flow that has not failed is the API's: test_control_api_http.)"""
+    from tests.ferry_cli import run_ferry
+
+    config = _config(tmp_path)
+    failed = {"A->B": "topic orders on A: not allowed to read"}
+
+    def restart(name: str) -> bool:
+        return failed.pop(name, None) is not None
+
+    def conditions() -> dict[str, Condition]:
+        return {"A->B": Condition(failed=failed.get("A->B"))}
+
+    server = serve(config, Controller(config, print), conditions, "127.0.0.1", 0, restart=restart)
+    try:
+        restarted = run_ferry("flows", "restart", "-c", str(config.path), "--flow", "A->B")
+        assert restarted.returncode == 0, restarted.stderr
+        assert restarted.stdout.strip() == "flow A->B: running"
+        assert failed == {}, "the CLI did not reach the restart"
+    finally:
+        server.stop()

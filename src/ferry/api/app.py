@@ -1,29 +1,41 @@
 """The endpoints of `ferry run --api-port` (FastAPI; the OpenAPI document at /openapi.json).
 
 Every `/api/v1` call needs the bearer token when one is configured (see auth.py); the
-OpenAPI document and its /docs page describe the API and change nothing, so they are open.
+OpenAPI document and its /docs page describe the API and change nothing, so they are open, and
+so are the web console's static files (`/`, `/console/*`: a page that holds no data; it asks
+for the token and sends it with every call it makes).
 Change endpoints answer the flow's override after the change; refusals are JSON
 `{"detail": sentence}`: 404 for a flow that is not running, 400 for a change that cannot be
 made, 503 when a cluster the change needs does not answer.
 """
 
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from ferry.api.auth import token_matches
+from ferry.api.events import Events
+from ferry.api.history import History
 from ferry.api.views import flow_summary, partition_rows
 from ferry.control.controller import Controller
-from ferry.errors import FerryError, KafkaUnavailableError, UnknownFlowError
+from ferry.control.status import Condition
+from ferry.errors import FerryError, KafkaUnavailableError, RejectedChangeError, UnknownFlowError
 
-__all__ = ["Conditions", "Failover", "create_app"]
+__all__ = ["CONSOLE_DIR", "Conditions", "Failover", "Restart", "create_app"]
 
-# Per running flow, why it does not copy now (a cluster that does not answer), or None.
-Conditions = Callable[[], dict[str, str | None]]
+CONSOLE_DIR = Path(__file__).parent / "console"
+
+# Per running flow, what the runner knows of it (a cluster that does not answer, a failure).
+Conditions = Callable[[], dict[str, Condition]]
+# Start a failed flow again by name; False if it has not failed.
+Restart = Callable[[str], bool]
 # (group, from, to, dry_run, from_checkpoints) -> what `ferry failover --json` prints.
 Failover = Callable[[str, str, str, bool, bool], dict[str, Any]]
 
@@ -74,6 +86,9 @@ def create_app(
     token: str | None,
     conditions: Conditions = dict,
     failover: Failover | None = None,
+    restart: Restart | None = None,
+    events: Events | None = None,
+    history: History | None = None,
 ) -> FastAPI:
     bearer = HTTPBearer(auto_error=False, description="api.token.file or FERRY_API_TOKEN")
 
@@ -94,6 +109,8 @@ def create_app(
     )
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(authorized)])
     run_failover_ = failover or run_failover(controller)
+    events_ = events or Events()
+    history_ = history or History()
 
     @app.exception_handler(FerryError)
     def refused(_request: Request, exc: FerryError) -> JSONResponse:
@@ -107,7 +124,8 @@ def create_app(
 
     def summary(name: str) -> dict[str, Any]:
         flow, state = controller.flows[name], controller.states[name]
-        return flow_summary(flow, state, state.control(), conditions().get(name))
+        condition = conditions().get(name, Condition())
+        return flow_summary(flow, state, state.control(), condition)
 
     @api.get("/flows", summary="Every running flow: state, topics, lag, latency")
     def flows() -> list[dict[str, Any]]:
@@ -137,9 +155,40 @@ def create_app(
     def resume(source: str, target: str) -> dict[str, Any]:
         return controller.resume(source, target).as_json()
 
+    @api.post(
+        "/flows/{source}/{target}/restart",
+        summary="Start a failed flow again, from its position on the target",
+    )
+    def restart_(source: str, target: str) -> dict[str, Any]:
+        name = controller.flow(source, target).name
+        if restart is None or not restart(name):
+            raise RejectedChangeError(f"flow {name} has not failed; only a failed flow restarts")
+        return summary(name)
+
+    @api.get(
+        "/flows/{source}/{target}/history",
+        summary="The last hour: lag, throughput and replication latency every few seconds",
+    )
+    def history_points(source: str, target: str) -> dict[str, Any]:
+        name = controller.flow(source, target).name
+        return {
+            "interval_seconds": history_.interval_seconds,
+            "points": history_.points(name, time.time()),
+        }
+
+    @api.get("/events", summary="What ferry run said lately, newest first")
+    def recent_events() -> list[dict[str, Any]]:
+        return events_.recent()
+
     @api.post("/failover", summary="Commit a group's translated offsets on another cluster")
     def failover_(body: FailoverRequest) -> dict[str, Any]:
         return run_failover_(body.group, body.from_, body.to, body.dry_run, body.from_checkpoints)
 
     app.include_router(api)
+
+    @app.get("/", include_in_schema=False)
+    def console() -> FileResponse:
+        return FileResponse(CONSOLE_DIR / "index.html")
+
+    app.mount("/console", StaticFiles(directory=CONSOLE_DIR), name="console")
     return app

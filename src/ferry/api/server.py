@@ -21,7 +21,9 @@ from ferry.config.model import FerryConfig
 from ferry.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.api.app import Conditions
+    from ferry.api.app import Conditions, Restart
+    from ferry.api.events import Events
+    from ferry.api.sampler import Sampler
     from ferry.control.controller import Controller
 
 __all__ = ["ApiServer", "address_file", "serve"]
@@ -34,10 +36,19 @@ def address_file(config: FerryConfig) -> Path:
 
 
 class ApiServer:
-    def __init__(self, app: Any, config: FerryConfig, *, host: str, port: int) -> None:
+    def __init__(
+        self,
+        app: Any,
+        config: FerryConfig,
+        *,
+        host: str,
+        port: int,
+        sampler: Sampler | None = None,
+    ) -> None:
         import uvicorn
 
         self._config = config
+        self._sampler = sampler
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -68,6 +79,8 @@ class ApiServer:
         )
 
     def start(self) -> ApiServer:
+        if self._sampler is not None:
+            self._sampler.start()
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while not self._server.started:
@@ -84,6 +97,8 @@ class ApiServer:
         return self
 
     def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
         self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(10)
@@ -97,14 +112,31 @@ class ApiServer:
 
 
 def serve(
-    config: FerryConfig, controller: Controller, conditions: Conditions, host: str, port: int
+    config: FerryConfig,
+    controller: Controller,
+    conditions: Conditions,
+    host: str,
+    port: int,
+    *,
+    restart: Restart | None = None,
+    events: Events | None = None,
 ) -> ApiServer:
-    """The API for `ferry run`, serving once this returns; refused without a token on a
-    non-loopback host (see auth.py)."""
+    """The API and its web console for `ferry run`, serving once this returns; refused
+    without a token on a non-loopback host (see auth.py)."""
     from ferry.api.app import create_app
     from ferry.api.auth import check_open, load_token
+    from ferry.api.history import History
+    from ferry.api.sampler import Sampler
 
     token = load_token(config)
     check_open(host, token)
-    app = create_app(controller, token=token, conditions=conditions)
-    return ApiServer(app, config, host=host, port=port).start()
+    sampler = Sampler(controller.states, History())
+    app = create_app(
+        controller,
+        token=token,
+        conditions=conditions,
+        restart=restart,
+        events=events,
+        history=sampler.history,
+    )
+    return ApiServer(app, config, host=host, port=port, sampler=sampler).start()

@@ -11,32 +11,34 @@ from typing import Any
 
 from ferry.config.model import FlowConfig
 from ferry.control.model import FlowControl
+from ferry.control.status import Condition, flow_status
 from ferry.engine.flow_state import FlowState
 from ferry.engine.latency import Histogram
 
-__all__ = ["flow_summary", "partition_rows"]
+__all__ = ["flow_summary", "latency_totals", "partition_rows"]
 
 
-def _state(control: FlowControl, down: str | None) -> str:
-    if control.paused:
-        return "paused"
-    return "unavailable" if down else "running"
-
-
-def flow_summary(
-    flow: FlowConfig, state: FlowState, control: FlowControl, down: str | None
-) -> dict[str, Any]:
-    stats = state.stats()
+def latency_totals(stats: dict[str, Any]) -> Histogram:
+    """Every partition's replication latencies in one histogram (everything copied so far)."""
     latency = Histogram()
     for entry in stats.get("partitions", {}).values():
         latency.add(Histogram.from_json(entry.get("latency")))
+    return latency
+
+
+def flow_summary(
+    flow: FlowConfig, state: FlowState, control: FlowControl, condition: Condition
+) -> dict[str, Any]:
+    stats = state.stats()
+    latency = latency_totals(stats)
+    status = flow_status(control, condition)
     topics = set(state.lease_topics()) | {k.rpartition(":")[0] for k in state.latest()}
     return {
         "name": flow.name,
         "source": flow.source,
         "target": flow.target,
-        "state": _state(control, down),
-        "error": down,
+        "state": status.state,
+        "error": status.error,
         "topics": sorted(topics - control.removed),
         "control": control.as_json(),
         "records": int(stats.get("records", 0)),

@@ -14,7 +14,9 @@ from ferry.errors import FerryError
 __all__ = ["flows_app", "topics_app"]
 
 topics_app = typer.Typer(help="Add, remove or list the topics a running flow copies (its API).")
-flows_app = typer.Typer(help="List, pause or resume the flows of a running ferry (its API).")
+flows_app = typer.Typer(
+    help="List, pause, resume or restart the flows of a running ferry (its API)."
+)
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
 FlowOption = Annotated[str, typer.Option("--flow", help="The flow, as SOURCE->TARGET")]
@@ -108,3 +110,11 @@ def flows_resume(config: ConfigOption, flow: FlowOption, url: UrlOption = None) 
     """Copy again, from where the flow stopped."""
     path = _flow_path(flow)
     _say(flow, _client(config, url).call("POST", f"{path}/resume"))
+
+
+@flows_app.command("restart")
+def flows_restart(config: ConfigOption, flow: FlowOption, url: UrlOption = None) -> None:
+    """Start a failed flow again, from its position on the target."""
+    path = _flow_path(flow)
+    summary = _client(config, url).call("POST", f"{path}/restart")
+    out.print(f"flow {flow}: {summary['state']}")

@@ -237,7 +237,10 @@ def run(
     ] = None,
     api_port: Annotated[
         int | None,
-        typer.Option(help="Serve the control API (topics, pause, failover) on PORT (0: any)"),
+        typer.Option(
+            help="Serve the control API (topics, pause, failover) and its web console on PORT "
+            "(0: any)"
+        ),
     ] = None,
     api_host: Annotated[
         str, typer.Option(help="Where the API listens; not loopback only with a token")
@@ -256,22 +259,42 @@ def run(
             f"flow {flow.name}: {cfg.clusters[flow.source].bootstrap_servers} -> "
             f"{cfg.clusters[flow.target].bootstrap_servers}"
         )
-    controller = Controller.of(cfg, lambda m: err.print(m))
+    from ferry.api.events import Events
+
+    events = Events()  # what the web console shows of the lines below
+
+    def notice(line: str) -> None:
+        err.print(line)
+        events.add(line)
+
+    controller = Controller.of(cfg, notice)
     controller.restore()  # what the API last said, before anything copies
     with ProgressView(err) as view:
         runner = Runner(
             cfg,
             once=once,
             on_progress=view.update,
-            on_notice=lambda m: err.print(m),
+            on_notice=notice,
             metrics_port=metrics_port,
+            keep_failed=api_port is not None,  # a failed flow stays, for the API to show
         )
         api = None
         if api_port is not None:
             from ferry.api.server import serve
 
-            api = serve(cfg, controller, runner.flow_conditions, api_host, api_port)
-            err.print(f"API on {api.url} (OpenAPI document: {api.url}/openapi.json)")
+            api = serve(
+                cfg,
+                controller,
+                runner.flow_conditions,
+                api_host,
+                api_port,
+                restart=runner.restart,
+                events=events,
+            )
+            err.print(
+                f"API on {api.url} (OpenAPI document: {api.url}/openapi.json); "
+                f"web console: {api.url}/"
+            )
         try:
             flows = runner.run()
         finally:

@@ -6,7 +6,9 @@ answer is retried with backoff that starts over once the flow copies again (the 
 from its checkpoint, so nothing is lost or skipped), and said once per outage, not per attempt;
 anything else stops every flow and is reported once, precisely. A `--once` run gives up on a
 cluster that has not answered for `ferry.once.max.wait.seconds` and says which: a cron job must
-end.
+end. With the control API (`keep_failed`), a continuous run instead keeps a failed flow as
+`failed` with its error, for the API to show and restart, and copies on with the others; it
+still exits 1 with that error when stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
+from ferry.control.status import Condition
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.head_start import HeadStart, head_start_spec
@@ -76,6 +79,7 @@ class _Flow:
     healthy_at: float | None = None  # when a restarted query counts as working again
     down: KafkaUnavailableError | None = None  # why the flow waits, since `down_since`
     down_since: float = 0.0
+    failed: FerryError | None = None  # why the flow stopped for good (kept: `keep_failed`)
     last_sample: tuple[float, int, int] = (0.0, 0, 0)
     errors: dict[str, int] = field(default_factory=dict)  # failures by kind, for metrics
 
@@ -99,6 +103,7 @@ class Runner:
         on_progress: Callable[[list[FlowProgress]], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
+        keep_failed: bool = False,
     ) -> None:
         if not config.enabled_flows:
             raise FerryError(
@@ -112,6 +117,7 @@ class Runner:
         self._notice = on_notice or (lambda _m: None)
         self._stopping = False
         self._metrics_port = metrics_port
+        self._keep_failed = keep_failed and not once  # a --once run must end
         self.metrics_url: str | None = None  # set once the metrics endpoint is serving
         self._last_tick = time.monotonic()
         self._reach = Reachability()  # what the console last said of each cluster
@@ -126,11 +132,34 @@ class Runner:
     def run(self) -> list[FlowProgress]:
         """Copy until done (`--once`) or stopped; SIGINT/SIGTERM stop after the current batch."""
         with stop_on_signals(self._stop_on_signal):
-            return self._run()
+            progress = self._run()
+        for f in self._flows:
+            if f.failed is not None:
+                raise f.failed  # kept for the API while running; still the run's exit
+        return progress
 
-    def flow_conditions(self) -> dict[str, str | None]:
-        """Per running flow, why it does not copy now (a cluster that does not answer)."""
-        return {f.flow.name: str(f.down) if f.down else None for f in list(self._flows)}
+    def flow_conditions(self) -> dict[str, Condition]:
+        """Per running flow, why it does not copy now: a cluster that does not answer, or an
+        error that stopped it."""
+        return {
+            f.flow.name: Condition(
+                unavailable=str(f.down) if f.down else None,
+                failed=str(f.failed) if f.failed else None,
+            )
+            for f in list(self._flows)
+        }
+
+    def restart(self, name: str) -> bool:
+        """Start a failed flow again (from its position, as any restart); False if the flow
+        has not failed. Called from the API's thread: the watch loop starts the query."""
+        for f in list(self._flows):
+            if f.flow.name == name and f.failed is not None:
+                f.backoff.reset()
+                f.retry_at = time.monotonic()
+                f.failed = None
+                self._notice(f"flow {name}: restarted over the API")
+                return True
+        return False
 
     def _stop_on_signal(self) -> None:
         self._stopping = True
@@ -426,6 +455,9 @@ class Runner:
         retry = isinstance(error, KafkaUnavailableError) and not self._stopping
         kind = "unavailable" if retry else "fatal"
         f.errors[kind] = f.errors.get(kind, 0) + 1
+        if not retry and self._keep_failed and not self._stopping:
+            self._flow_failed(f, error)
+            return
         if not retry:
             raise error
         assert isinstance(error, KafkaUnavailableError)
@@ -445,6 +477,16 @@ class Runner:
         f.query = None
         f.retry_at = now + f.backoff.next_delay()
         f.progress.restarts += 1
+
+    def _flow_failed(self, f: _Flow, error: FerryError) -> None:
+        f.failed = error
+        f.query = None
+        f.retry_at = None
+        f.down = None
+        self._notice(
+            f"flow {f.flow.name} failed: {error}. The other flows go on; restart it over the "
+            "API once the cause is fixed (ferry run exits 1 with this error when stopped)"
+        )
 
     def _working_again(self, f: _Flow) -> None:
         """A restarted query copied a batch, or ran long enough without failing: start the
