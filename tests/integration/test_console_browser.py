@@ -111,6 +111,11 @@ def test_the_console_draws_the_flow_and_pauses_and_resumes_it(
             points = lag_chart.locator("polyline").get_attribute("points") or ""
             assert len(points.split()) >= 2, points
             assert topic in flow.locator(".topic-list").inner_text()
+            # ferry monitor's rule runs inside ferry run: nothing in sync delay while it copies.
+            expect(page.locator("#alerts li")).to_have_text(
+                "none: every sampled series keeps up", timeout=30_000
+            )
+            assert ferry.ok("GET", "/api/v1/alerts") == []
             page.screenshot(path=str(shots / "running.png"), full_page=True)
 
             state = FlowState(ferry.state / "A-to-B")

@@ -61,6 +61,7 @@ class Setup:
             return True
 
         self.history = History()
+        self.alerts: list[dict[str, Any]] = []
         app = create_app(
             self.controller,
             token=token,
@@ -68,6 +69,7 @@ class Setup:
             failover=failover,
             restart=restart,
             history=self.history,
+            alerts=lambda: self.alerts,
         )
         self.client = TestClient(app)
 
@@ -248,6 +250,7 @@ def test_the_console_page_is_open_but_its_data_needs_the_token(api: Setup) -> No
     assert script.status_code == 200 and "Authorization" in script.text
     assert api.client.get("/api/v1/flows/A/B/history").status_code == 401
     assert api.client.get("/api/v1/events").status_code == 401
+    assert api.client.get("/api/v1/alerts").status_code == 401
     assert api.client.get("/console/../app.py").status_code == 404
 
 
@@ -262,3 +265,10 @@ def test_the_history_endpoint_answers_the_flows_last_hour(api: Setup) -> None:
         (50, None, None),
         (10, 8.0, 10.0),
     ]
+
+
+def test_the_alerts_endpoint_lists_the_series_in_sync_delay_now(api: Setup) -> None:
+    assert api.client.get("/api/v1/alerts", headers=AUTH).json() == []
+    alert = {"flow": "A->B", "kind": "latest", "topic": "orders", "partition": 0, "a_sub": 9}
+    api.alerts.append(alert)
+    assert api.client.get("/api/v1/alerts", headers=AUTH).json() == [alert]

@@ -108,18 +108,29 @@ def test_a_stalled_copy_raises_one_alert_with_its_numbers_then_recovers() -> Non
     assert h.alert() == 0 and h.raised() == 0
     h.ticks(2)
     assert h.alert() == 0, "B's window still holds growth from before the stall"
+    assert h.service.alerts() == []
     h.ticks(1)
     assert h.alert() == 1 and h.raised() == 1
     assert h.lines == [
         "sync delay: flow=A->B kind=latest topic=orders partition=0 a_sub=100 b_sub=0 "
         "threshold=0 a=10600 b=5300"
     ]
+    # What the console of `ferry run` lists: the series, its offsets and the rule's numbers.
+    [alert] = h.service.alerts()
+    assert (alert["flow"], alert["topic"], alert["partition"]) == ("A->B", "orders", 0)
+    assert (alert["a_offset"], alert["b_offset"], alert["a_sub"], alert["b_sub"]) == (
+        10_600,
+        5_300,
+        100,
+        0,
+    )
     h.ticks(1)
     assert h.alert() == 1 and h.raised() == 1, "a lasting delay is one alert, not one per period"
     assert len(h.lines) == 1
 
     h.ticks(1)
     assert h.alert() == 0 and h.raised() == 1
+    assert h.service.alerts() == []
     assert h.lines[-1] == (
         "sync delay over (in sync): flow=A->B kind=latest topic=orders partition=0 a=10800 b=5800"
     )

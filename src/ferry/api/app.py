@@ -89,6 +89,7 @@ def create_app(
     restart: Restart | None = None,
     events: Events | None = None,
     history: History | None = None,
+    alerts: Callable[[], list[dict[str, Any]]] = list,
 ) -> FastAPI:
     bearer = HTTPBearer(auto_error=False, description="api.token.file or FERRY_API_TOKEN")
 
@@ -175,6 +176,14 @@ def create_app(
             "interval_seconds": history_.interval_seconds,
             "points": history_.points(name, time.time()),
         }
+
+    @api.get(
+        "/alerts",
+        summary="Series in sync delay now (the sliding-window rule of ferry monitor), "
+        "with the offsets and numbers that raised each",
+    )
+    def current_alerts() -> list[dict[str, Any]]:
+        return alerts()
 
     @api.get("/events", summary="What ferry run said lately, newest first")
     def recent_events() -> list[dict[str, Any]]:

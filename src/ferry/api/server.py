@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ferry.api.app import Conditions, Restart
     from ferry.api.events import Events
     from ferry.api.sampler import Sampler
+    from ferry.api.sync_delay_watch import SyncDelayWatch
     from ferry.control.controller import Controller
 
 __all__ = ["ApiServer", "address_file", "serve"]
@@ -44,11 +45,13 @@ class ApiServer:
         host: str,
         port: int,
         sampler: Sampler | None = None,
+        watch: SyncDelayWatch | None = None,
     ) -> None:
         import uvicorn
 
         self._config = config
         self._sampler = sampler
+        self._watch = watch
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -81,6 +84,8 @@ class ApiServer:
     def start(self) -> ApiServer:
         if self._sampler is not None:
             self._sampler.start()
+        if self._watch is not None:
+            self._watch.start()
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while not self._server.started:
@@ -99,6 +104,8 @@ class ApiServer:
     def stop(self) -> None:
         if self._sampler is not None:
             self._sampler.stop()
+        if self._watch is not None:
+            self._watch.stop()
         self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(10)
@@ -125,12 +132,16 @@ def serve(
     without a token on a non-loopback host (see auth.py)."""
     from ferry.api.app import create_app
     from ferry.api.auth import check_open, load_token
+    from ferry.api.events import Events
     from ferry.api.history import History
     from ferry.api.sampler import Sampler
+    from ferry.api.sync_delay_watch import SyncDelayWatch
 
     token = load_token(config)
     check_open(host, token)
     sampler = Sampler(controller.states, History())
+    events = events or Events()
+    watch = SyncDelayWatch(config, log=events.add)
     app = create_app(
         controller,
         token=token,
@@ -138,5 +149,7 @@ def serve(
         restart=restart,
         events=events,
         history=sampler.history,
+        alerts=watch.alerts,
     )
-    return ApiServer(app, config, host=host, port=port, sampler=sampler).start()
+    server = ApiServer(app, config, host=host, port=port, sampler=sampler, watch=watch)
+    return server.start()

@@ -70,6 +70,23 @@ def _describe(flow: FlowConfig, pair: OffsetPair) -> str:
     )
 
 
+def _alert_fields(flow: FlowConfig, pair: OffsetPair, alert: Alert) -> dict[str, Any]:
+    return {
+        "flow": flow.name,
+        "kind": pair.kind.value,
+        "group": pair.group,
+        "topic": pair.topic,
+        "remote_topic": pair.remote_topic,
+        "partition": pair.partition,
+        "a_offset": pair.a,
+        "b_offset": pair.b,
+        "a_sub": alert.a_sub,
+        "b_sub": alert.b_sub,
+        "threshold": alert.threshold,
+        "description": _describe(flow, pair),
+    }
+
+
 class MonitorService:
     """The sampling loop; `tick` is one period of one flow, `run` repeats it until stopped."""
 
@@ -102,6 +119,9 @@ class MonitorService:
         }
         self._series: dict[str, dict[SeriesId, OffsetPair]] = {f.name: {} for f in self.flows}
         self._failing: dict[str, str] = {}  # flow -> what cost its last pass the sample
+        # Per flow, its series in sync delay now (replaced whole, so readers on another
+        # thread, the API's, see one sample's list or the next's).
+        self._alerting: dict[str, list[dict[str, Any]]] = {f.name: [] for f in self.flows}
         for f in self.flows:
             self.metrics.register_flow(f.name, f.source, f.target, period_of(f))
         self._stop = threading.Event()
@@ -156,6 +176,15 @@ class MonitorService:
             if series in was_alerting:
                 self._recovered(flow, gone, "no longer sampled")
         self._series[flow.name] = current
+        self._alerting[flow.name] = [
+            _alert_fields(flow, current[series], alert)
+            for series, alert in detector.alerting().items()
+            if series in current
+        ]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every series in sync delay now, with the numbers that raised it."""
+        return [alert for flow in self.flows for alert in self._alerting[flow.name]]
 
     def _raised(self, flow: FlowConfig, pair: OffsetPair, alert: Alert) -> None:
         self.metrics.alerts_total.labels(flow.name, pair.kind.value).inc()

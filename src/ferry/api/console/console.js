@@ -135,6 +135,24 @@ function showFlow(flow, history) {
   }));
 }
 
+function showAlerts(alerts) {
+  const list = document.getElementById("alerts");
+  if (alerts.length === 0) {
+    const none = document.createElement("li");
+    none.className = "none";
+    none.textContent = "none: every sampled series keeps up";
+    list.replaceChildren(none);
+    return;
+  }
+  list.replaceChildren(...alerts.map((alert) => {
+    const item = document.createElement("li");
+    item.className = "alert";
+    item.textContent = `${alert.description}: the source grew ${alert.a_sub} in a period, ` +
+      `the copy ${alert.b_sub} in three (threshold ${alert.threshold})`;
+    return item;
+  }));
+}
+
 function showEvents(events) {
   const list = document.getElementById("events");
   list.replaceChildren(...events.slice(0, 50).map((event) => {
@@ -163,6 +181,7 @@ async function refresh() {
     const flows = await call("GET", "/flows");
     const histories = await Promise.all(flows.map((flow) => call("GET", flowPath(flow) + "/history")));
     flows.forEach((flow, i) => showFlow(flow, histories[i]));
+    showAlerts(await call("GET", "/alerts"));
     showEvents(await call("GET", "/events"));
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.getElementById("login").hidden = true;
