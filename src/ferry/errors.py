@@ -33,6 +33,7 @@ __all__ = [
     "UnsafeConfigError",
     "error_from_text",
     "error_to_text",
+    "readable",
 ]
 
 
@@ -176,3 +177,9 @@ def error_from_text(text: str) -> FerryError | None:
             fields.get("what", "is unreachable"),
         )
     return FerryError(fields["text"])
+
+
+def readable(text: str) -> str:
+    """`text` for a person: without ferry's error markers (each follows its error's message,
+    which stays)."""
+    return _WIRE.sub("", text).rstrip()

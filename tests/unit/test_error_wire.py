@@ -12,6 +12,7 @@ from ferry.errors import (
     ReplicationError,
     error_from_text,
     error_to_text,
+    readable,
 )
 
 FULL = ReplicationError(
@@ -121,3 +122,11 @@ def test_replication_error_round_trips_any_text(message, cluster, topic, partiti
         message, cluster=cluster, topic=topic, partition=partition, offset=offset, fix=fix
     )
     assert_same(error_from_text(java_trace(error_to_text(error))), error)
+
+
+def test_a_marked_error_reads_as_its_message_alone() -> None:
+    error = KafkaUnavailableError("B", "127.0.0.1:9", "NOT_COORDINATOR")
+    text = f"java.lang.RuntimeException: {error_to_text(error)}"
+    assert readable(text) == f"java.lang.RuntimeException: {error}"
+    assert "ferry-error" not in readable(text)
+    assert readable("nothing marked") == "nothing marked"

@@ -30,6 +30,7 @@ import psutil
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
+from ferry.errors import readable
 
 __all__ = ["HANDOVER_TIMEOUT_SECONDS", "HeadStart", "head_start_spec", "take_over"]
 
@@ -106,7 +107,8 @@ class HeadStart:
                 )
                 self.copier = report.copier
         except Exception as exc:  # Spark's tasks copy instead, and say what is wrong
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = readable(str(exc)).strip()
+            reason = text.splitlines()[0] if text else type(exc).__name__
             self._notice(
                 f"flow {self.spec.flow.name}: copying before Spark started stopped ({reason}); "
                 "Spark's tasks take over"
