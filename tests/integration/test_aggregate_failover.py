@@ -26,7 +26,8 @@ from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import consume_origins
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, record_count
-from tests.integration.replication_setup import run_once, write_config
+from tests.integration.replication_setup import write_config
+from tests.integration.runs_until import run_until
 
 # Four clusters and Spark start on a machine that may be busy: generous time.
 pytestmark = [pytest.mark.integration, pytest.mark.topologies, pytest.mark.timeout(900)]
@@ -131,10 +132,7 @@ def test_a_pattern_group_fails_over_between_aggregates_exactly_on_every_partitio
             for (agg, topic), n in expected.items()
         )
 
-    for _ in range(3):  # four flows share the session's two cores: a run may leave some behind
-        run_once(config, spark)
-        if all_copied():
-            break
+    run_until(config, spark, all_copied)
     assert all_copied(), {k: record_count(clusters[k[0]].bootstrap, k[1]) for k in expected}
 
     group = f"aggregate-app-{uuid.uuid4().hex[:6]}"

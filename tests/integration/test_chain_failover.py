@@ -36,7 +36,8 @@ from tests.integration.kafka_helpers import (
     read_offsets,
     record_count,
 )
-from tests.integration.replication_setup import origin_of, run_once, write_config
+from tests.integration.replication_setup import origin_of, write_config
+from tests.integration.runs_until import run_until
 
 # Three or four clusters and Spark start on a machine that may be busy: generous time.
 pytestmark = [pytest.mark.integration, pytest.mark.topologies, pytest.mark.timeout(900)]
@@ -90,10 +91,13 @@ def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
         **{"emit.heartbeats.enabled": "true"},
     )
     copied = PER_PARTITION * PARTITIONS - RETAINED_FROM
-    for _ in range(4):  # A->B and B->C run side by side: the second hop may trail the first
-        run_once(config, spark)
-        if record_count(c, on_c) == copied + FOREIGN * PARTITIONS and replication_hops(c, "A") == 2:
-            break
+    run_until(
+        config,
+        spark,
+        lambda: (
+            record_count(c, on_c) == copied + FOREIGN * PARTITIONS and replication_hops(c, "A") == 2
+        ),
+    )
     assert record_count(c, on_c) == copied + FOREIGN * PARTITIONS
 
     # C's copies carry the first hop's origin: A, A's topic, A's partition and offset.
