@@ -27,7 +27,7 @@ from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import consume_origins
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
-from tests.integration.runs_until import run_until
+from tests.integration.runs_until import flow_configs, run_in_order
 
 # Four clusters and Spark start on a machine that may be busy: generous time.
 pytestmark = [pytest.mark.integration, pytest.mark.topologies, pytest.mark.timeout(900)]
@@ -116,9 +116,9 @@ def test_a_pattern_group_fails_over_between_aggregates_exactly_on_every_partitio
             [Rec(p, None, b"own", (), 0) for p in (0, 1)] * count,
         )
 
-    config = write_config(
-        tmp_path, clusters, flows=("A->C", "B->C", "A->D", "B->D"), topics=topic_name
-    )
+    flows = ("A->C", "B->C", "A->D", "B->D")
+    config = write_config(tmp_path, clusters, flows=flows, topics=topic_name)
+    run_in_order(flow_configs(tmp_path, clusters, flows, topics=topic_name), spark)
     expected = {
         (aggregate, f"{region}.{topic_name}"): 2 * PER_PARTITION
         + 2 * FOREIGN.get((aggregate, region), 0)
@@ -132,7 +132,6 @@ def test_a_pattern_group_fails_over_between_aggregates_exactly_on_every_partitio
             for (agg, topic), n in expected.items()
         )
 
-    run_until(config, spark, all_copied)
     assert all_copied(), {k: record_count(clusters[k[0]].bootstrap, k[1]) for k in expected}
 
     group = f"aggregate-app-{uuid.uuid4().hex[:6]}"

@@ -37,7 +37,7 @@ from tests.integration.kafka_helpers import (
     record_count,
 )
 from tests.integration.replication_setup import origin_of, write_config
-from tests.integration.runs_until import run_until
+from tests.integration.runs_until import flow_configs, run_in_order
 
 # Three or four clusters and Spark start on a machine that may be busy: generous time.
 pytestmark = [pytest.mark.integration, pytest.mark.topologies, pytest.mark.timeout(900)]
@@ -83,21 +83,12 @@ def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
     positions = {(topic_name, 0): 5, (topic_name, 1): 23, (topic_name, 2): PER_PARTITION}
     commit_group(a, group, positions)
 
-    config = write_config(
-        tmp_path,
-        clusters,
-        flows=("A->B", "B->C"),
-        topics=f"{topic_name}|A\\.{topic_name}",
-        **{"emit.heartbeats.enabled": "true"},
-    )
+    settings = {"topics": f"{topic_name}|A\\.{topic_name}", "emit.heartbeats.enabled": "true"}
+    config = write_config(tmp_path, clusters, flows=("A->B", "B->C"), **settings)
+    hops = flow_configs(tmp_path, clusters, ("A->B", "B->C"), **settings)
+    run_in_order(hops, spark)  # copies A's records and heartbeats to B, and heartbeats
+    run_in_order(hops, spark)  # emitted after copying on the way to C
     copied = PER_PARTITION * PARTITIONS - RETAINED_FROM
-    run_until(
-        config,
-        spark,
-        lambda: (
-            record_count(c, on_c) == copied + FOREIGN * PARTITIONS and replication_hops(c, "A") == 2
-        ),
-    )
     assert record_count(c, on_c) == copied + FOREIGN * PARTITIONS
 
     # C's copies carry the first hop's origin: A, A's topic, A's partition and offset.
