@@ -91,3 +91,14 @@ def test_topics_added_over_the_api_count_for_the_flow_they_were_added_to() -> No
     cfg = config(flow("A->B", topics=("payments",)))
     added = FlowControl().add("orders")
     assert routes(cfg, "A", "orders", "B", lambda f: added if f.name == "A->B" else None)
+
+
+def test_the_group_s_own_pair_is_followed_forward_even_when_its_flow_is_disabled() -> None:
+    cfg = config(flow("A->B", enabled=False), flow("B->C", enabled=False), flow("A->C"))
+    assert [steps(r) for r in routes(cfg, "A", "orders", "B")] == [
+        [("forward", "A->B", "orders", "A.orders")]
+    ]
+    # A disabled flow is no hop on the way to somewhere else.
+    assert [steps(r) for r in routes(cfg, "A", "orders", "C")] == [
+        [("forward", "A->C", "orders", "A.orders")]
+    ]

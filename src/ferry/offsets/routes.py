@@ -68,9 +68,13 @@ def _steps(
     here: str,
     topic: str,
     destination: str,
+    direct: str,
     control: Callable[[FlowConfig], FlowControl | None],
 ) -> Iterator[RouteHop]:
     """Every single hop from `topic` on `here`: inverse ones first, then forward ones.
+
+    Forward hops go through enabled flows, and through the `direct` one (the group's own
+    clusters, `from->to`) even when it is disabled: its runs say where its copies landed.
 
     Inverse hops may go through a disabled flow (failing back after the flow was turned
     off): its runs are still on `here`. But an identity policy says every topic came from
@@ -86,8 +90,8 @@ def _steps(
         original = policy.upstream_topic(topic)
         if policy.topic_source(topic) == flow.source and original is not None:
             yield RouteHop("inverse", flow, here, topic, flow.source, original)
-    for flow in config.enabled_flows:
-        if flow.source != here:
+    for flow in config.flows:
+        if flow.source != here or not (flow.enabled or flow.name == direct):
             continue
         policy = _policy(flow)
         if TopicSelector(flow, policy, control(flow)).accepts(topic):
@@ -106,6 +110,7 @@ def routes(
 
     `control(flow)`: that flow's runtime override (topics added or removed over the API).
     """
+    direct = f"{here}->{destination}"
     found: list[tuple[RouteHop, ...]] = []
     level: list[tuple[RouteHop, ...]] = [()]
     for _ in range(len(config.clusters)):
@@ -113,7 +118,7 @@ def routes(
         for route in level:
             at, name = (route[-1].there, route[-1].next_topic) if route else (here, topic)
             visited = {here, *(h.there for h in route)}
-            for hop in _steps(config, at, name, destination, control):
+            for hop in _steps(config, at, name, destination, direct, control):
                 if hop.there in visited:
                     continue
                 if hop.there == destination:
