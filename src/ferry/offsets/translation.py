@@ -80,15 +80,18 @@ def routed_position(
 ) -> Position | None:
     """A position carried along `route`, hop by hop through each flow's runs (`runs(flow)`).
 
-    None when an inverse hop finds no runs for the partition: the topic did not come that way
-    (or its runs are gone), so another route must carry it.
+    None when an inverse hop, or a forward one through a disabled flow, finds no runs for the
+    partition: the records did not travel that way (or its runs are gone), so another route
+    must carry it. An enabled flow without runs yet maps to the start of its copy.
     """
     offset, worst, beyond = committed, Match.EXACT, 0
     for hop in route:
         store = runs(hop.flow)
+        if (hop.direction == "inverse" or not hop.flow.enabled) and not store.has(
+            hop.source_topic, partition
+        ):
+            return None  # the records did not come (or go) this way
         if hop.direction == "inverse":
-            if not store.has(hop.source_topic, partition):
-                return None
             t = store.index(hop.source_topic, partition).upstream(offset)
         else:
             t = store.index(hop.source_topic, partition).downstream(offset)
