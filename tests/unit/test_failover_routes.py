@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
 from ferry.control.model import FlowControl
+from ferry.kafka.offset_runs import OffsetRun
+from ferry.offsets.index import OffsetIndex
 from ferry.offsets.routes import RouteHop, routes
+from ferry.offsets.translation import routed_position
 
 IDENTITY = PolicySpec(kind="identity")
 PREFIX = PolicySpec(kind="prefix")
@@ -102,3 +105,41 @@ def test_the_group_s_own_pair_is_followed_forward_even_when_its_flow_is_disabled
     assert [steps(r) for r in routes(cfg, "A", "orders", "C")] == [
         [("forward", "A->C", "orders", "A.orders")]
     ]
+
+
+class Runs:
+    """A flow's offset runs by source topic and partition (RunsStore's reading side)."""
+
+    def __init__(self, runs: dict[tuple[str, int], list[OffsetRun]]) -> None:
+        self._indexes = {tp: OffsetIndex(rs) for tp, rs in runs.items()}
+
+    def has(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._indexes
+
+    def index(self, topic: str, partition: int) -> OffsetIndex:
+        return self._indexes.get((topic, partition)) or OffsetIndex()
+
+
+def test_a_position_carried_over_two_hops_lands_on_the_copy_of_the_copy() -> None:
+    cfg = config(flow("A->B"), flow("B->C"))
+    # A's 10..59 landed at B's 0..49; B's 0..49 at C's 3..52 (C held 3 records of its own).
+    stores = {
+        "A->B": Runs({("orders", 0): [OffsetRun(10, 0, 50)]}),
+        "B->C": Runs({("A.orders", 0): [OffsetRun(0, 3, 20), OffsetRun(20, 23, 30)]}),
+    }
+    (route,) = routes(cfg, "A", "orders", "C")
+    at = routed_position(route, 0, 23, lambda f: stores[f.name])  # type: ignore[arg-type,return-value]
+    assert at is not None
+    assert (at.target_topic, at.offset, at.match, at.via) == (
+        "B.A.orders",
+        16,
+        "exact",
+        "runs A->B, runs B->C",
+    )
+    behind = routed_position(route, 0, 5, lambda f: stores[f.name])  # type: ignore[arg-type,return-value]
+    assert behind is not None and (behind.offset, behind.match) == (3, "gap")
+    (back,) = routes(cfg, "C", "B.A.orders", "A")
+    home = routed_position(back, 0, 16, lambda f: stores[f.name])  # type: ignore[arg-type,return-value]
+    assert home is not None and (home.target_topic, home.offset) == ("orders", 23)
+    # No runs for a partition on an inverse hop: the records did not come that way.
+    assert routed_position(back, 1, 5, lambda f: stores[f.name]) is None  # type: ignore[arg-type,return-value]
