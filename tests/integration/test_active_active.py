@@ -17,6 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local.broker import BrokerProcess
 from tests.chaos.faults import FerryProcess
+from tests.integration.group_helpers import committed_offsets
 from tests.integration.kafka_helpers import (
     RECENT_MS,
     Rec,
@@ -78,6 +79,13 @@ def _count(bootstrap: str, topic: str) -> int:
     return sum(len(rows) for rows in _held(bootstrap, topic).values())
 
 
+def _caught_up(source: str, target: str, flow_group: str, topic: str) -> bool:
+    """The flow's position (kept on the target) is past the source's last record."""
+    position = committed_offsets(target, flow_group)
+    held = _held(source, topic)
+    return all(position.get((topic, p), 0) > rows[-1][0] for p, rows in held.items() if rows)
+
+
 def test_each_record_once_in_each_cluster_through_kills_of_either_ferry(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
 ) -> None:
@@ -126,10 +134,21 @@ def test_each_record_once_in_each_cluster_through_kills_of_either_ferry(
                 400,
                 f"both sides hold every record ({killed} restarted)",
             )
+        # Both flows' positions reach their sources' ends: nothing is left to copy, so the
+        # counts below are final (a loop would keep adding copies).
+        for flow in ferries:
+            source, target = flow.split("->")
+            wait_for(
+                lambda s=source, t=target: _caught_up(
+                    sides[s], sides[t], f"ferry-{s}-to-{t}", topic_name
+                ),
+                300,
+                f"{flow}'s position at the end of {source}'s {topic_name}",
+            )
     finally:
         for ferry in ferries.values():
             if ferry.alive():
-                ferry.sigterm()  # each finishes its slice and commits: what is there is final
+                ferry.sigterm()
 
     produced = 2 * BATCH * 2  # per side: two phases and two phases while a ferry was down
     local: dict[str, set[tuple[int, int]]] = {}
