@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster
+.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -28,7 +28,7 @@ unit: setup
 	$(BIN)/pytest -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest -m 'integration and not system and not api and not secure'
+	$(BIN)/pytest -m 'integration and not system and not api and not secure and not topologies and not cluster'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -50,6 +50,13 @@ test-cluster: setup
 # principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
 secure-test: setup
 	$(BIN)/pytest -m secure tests/integration/test_secure_clusters.py
+
+# Deployments of three and four clusters (a chain A->B->C, aggregates C and D fed by A and B,
+# active/active A<->B): failover across them and exactly one copy of each record, by origin.
+# The extra clusters start once per test file; several minutes, so not part of `make test`.
+test-topologies: setup
+	$(BIN)/pytest -m topologies tests/integration/test_chain_failover.py \
+	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ferry.config.model import FerryConfig, FlowConfig
+from ferry.control.model import FlowControl
 from ferry.policy import ReplicationPolicy, policy_for
 from ferry.selection import TopicSelector
 
@@ -119,11 +120,14 @@ class _Hop:
     selector: TopicSelector
 
 
-def _hops(config: FerryConfig) -> dict[str, list[_Hop]]:
+def _hops(
+    config: FerryConfig, controls: Mapping[str, FlowControl] | None = None
+) -> dict[str, list[_Hop]]:
     out: dict[str, list[_Hop]] = {}
     for flow in config.enabled_flows:
         policy = policy_for(flow.policy, flow.source)
-        out.setdefault(flow.source, []).append(_Hop(flow, policy, TopicSelector(flow, policy)))
+        selector = TopicSelector(flow, policy, (controls or {}).get(flow.name))
+        out.setdefault(flow.source, []).append(_Hop(flow, policy, selector))
     return out
 
 
@@ -225,14 +229,19 @@ def _unused_clusters(config: FerryConfig) -> list[Finding]:
     ]
 
 
-def check_topics(config: FerryConfig, topics: Mapping[str, Iterable[str]]) -> TopologyReport:
-    """The graph with real names: `topics` maps a cluster alias to its topics' names.
+def check_topics(
+    config: FerryConfig,
+    topics: Mapping[str, Iterable[str]],
+    controls: Mapping[str, FlowControl] | None = None,
+) -> TopologyReport:
+    """The graph with real names: `topics` maps a cluster alias to its topics' names, and
+    `controls` a flow's name to its runtime override (topics added or removed while running).
 
     Every topic is followed as if records were produced into it on its own cluster, except a
     topic some flow writes under a new name (`A.orders` on B under the prefix policy): its
     records come from upstream, and following them from there already covers it.
     """
-    hops = _hops(config)
+    hops = _hops(config, controls)
     names = {alias: sorted(set(ts)) for alias, ts in topics.items()}
     copies: set[tuple[str, str]] = set()
     for here, flows in hops.items():

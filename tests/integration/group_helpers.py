@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 
 TP = tuple[str, int]
+
+_COORDINATOR_NOT_READY = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+)
 
 
 def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
@@ -21,9 +33,19 @@ def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
     )
+    partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    deadline = time.monotonic() + 60
     try:
-        partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        consumer.commit(offsets=partitions, asynchronous=False)
+        while True:
+            try:
+                consumer.commit(offsets=partitions, asynchronous=False)
+                return
+            except KafkaException as exc:
+                # A cluster's first group: its coordinator may still be loading.
+                loading = exc.args[0].code() in _COORDINATOR_NOT_READY
+                if not loading or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 

@@ -20,20 +20,21 @@ from ferry.control.log import ControlLog
 from ferry.control.model import FlowControl
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
-from ferry.errors import RejectedChangeError, UnknownFlowError
+from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
+from ferry.topology_guard import new_errors
 
-__all__ = ["Controller", "source_topics"]
+__all__ = ["Controller", "cluster_topics"]
 
-SourceTopics = Callable[[FerryConfig, FlowConfig], set[str]]
+ClusterTopics = Callable[[FerryConfig, str], set[str]]
 
 
-def source_topics(config: FerryConfig, flow: FlowConfig) -> set[str]:
-    """The topics on the flow's source cluster now."""
-    cluster = config.clusters[flow.source]
+def cluster_topics(config: FerryConfig, alias: str) -> set[str]:
+    """The topics on a cluster now."""
+    cluster = config.clusters[alias]
     try:
         metadata = clients.admin_client(cluster.admin_config()).list_topics(timeout=15)
     except KafkaException as exc:
@@ -48,7 +49,7 @@ class Controller:
         notice: Callable[[str], None],
         *,
         log: ControlLog | None = None,
-        topics: SourceTopics = source_topics,
+        topics: ClusterTopics = cluster_topics,
     ) -> None:
         self.config = config
         self.log = log
@@ -113,12 +114,28 @@ class Controller:
             raise RejectedChangeError(
                 f"topic {topic} came from {flow.target}; copying it back there would loop"
             )
-        if topic not in self._topics(self.config, flow):
+        if topic not in self._topics(self.config, flow.source):
             raise RejectedChangeError(
                 f"topic {topic} does not exist on {flow.source} "
                 f"({self.config.clusters[flow.source].bootstrap_servers}); create it there first"
             )
+        self._check_graph(flow, self.control(flow).add(topic))
         return self._change(flow, lambda c: c.add(topic), f"topic {topic} added")
+
+    def _check_graph(self, flow: FlowConfig, changed: FlowControl) -> None:
+        """Refuse a change that would make a topic reach a remote topic twice or go round a
+        cycle (the check `ferry validate` makes, over real topics and every flow's override).
+        A cluster that does not answer is left out: its flows' copying reports it."""
+        topics: dict[str, set[str]] = {}
+        for alias in self.config.clusters:
+            try:
+                topics[alias] = self._topics(self.config, alias)
+            except FerryError:
+                continue
+        controls = {name: state.control() for name, state in self.states.items()}
+        added = new_errors(self.config, topics, controls, flow.name, changed)
+        if added:
+            raise RejectedChangeError(f"{added[0].message} (nothing was changed)")
 
     def remove_topic(self, source: str, target: str, topic: str) -> FlowControl:
         flow = self.flow(source, target)

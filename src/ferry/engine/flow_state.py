@@ -98,6 +98,21 @@ class FlowState:
     def write_control(self, control: FlowControl) -> None:
         self._write("control.json", control.as_json())
 
+    def refused(self) -> frozenset[str]:
+        """Source topics the replication graph check holds back from this flow while it runs
+        (a route that would copy them twice or round a cycle; ferry.topology_guard)."""
+        return frozenset(str(t) for t in self._read("refused.json").get("topics", ()))
+
+    def write_refused(self, topics: frozenset[str]) -> None:
+        self._write("refused.json", {"topics": sorted(topics)})
+
+    def selection_control(self) -> FlowControl:
+        """What selects the flow's topics now: the API's override, less the refused topics."""
+        control = self.control()
+        for topic in self.refused():
+            control = control.remove(topic)
+        return control
+
     def lease_topics(self) -> dict[str, int]:
         """The topics (and partition counts) the running lease copies, as the planner wrote."""
         return {str(t): int(n) for t, n in self._read("lease.json").get("topics", {}).items()}

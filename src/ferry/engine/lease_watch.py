@@ -130,6 +130,6 @@ class AssignmentWatch:
             clusters = self._config.clusters
             state = next(s for f, s in self._flows if f.name == flow.name)
             self._managers[flow.name] = TopicManager(
-                flow, clusters[flow.source], clusters[flow.target], control=state.control
+                flow, clusters[flow.source], clusters[flow.target], control=state.selection_control
             )
         return self._managers[flow.name]

@@ -22,8 +22,9 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.control.status import Condition
-from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_spec import FlowSpec, flow_state_dir
 from ferry.engine.flow_state import FlowState
+from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
@@ -170,6 +171,7 @@ class Runner:
         server: MetricsServer | None = None
         control: ControlPlane | None = None
         watch: AssignmentWatch | None = None
+        graph: GraphWatch | None = None
         spark: Any = None
         head_starts: list[HeadStart] = []
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
@@ -179,6 +181,14 @@ class Runner:
             for flow in self.config.enabled_flows:
                 self._prepare(flow)
                 self._check_copier(flow)
+            # The graph over real topics, before anything copies (the head start included).
+            root = self.config.state_dir.resolve()
+            graph = GraphWatch(
+                self.config,
+                {f.name: FlowState(flow_state_dir(root, f)) for f in self.config.enabled_flows},
+                self._notice,
+            )
+            graph.check()
             run_id = uuid.uuid4().hex
             early = self._head_start(run_id)
             head_starts = [head for head, _baseline, _started in early.values()]
@@ -230,6 +240,8 @@ class Runner:
             for f in flows:
                 self._start(spark, f)
             watch.start()
+            if not self.once:
+                graph.start()
             states = {f.flow.name: f.state for f in flows}
             control = plane = ControlPlane(
                 self.config, self._notice, self._reach, lambda flow: states[flow.name].control()
@@ -247,6 +259,8 @@ class Runner:
                 self._update_progress(flows)  # what a head start copied after the last look
             if watch is not None:
                 watch.stop()
+            if graph is not None:
+                graph.stop()
             if control is not None:
                 control.stop()
             if server is not None:

@@ -1,10 +1,13 @@
 """`ferry translate` and `ferry failover`: move a consumer group from one cluster to another.
 
 The group's committed offsets are read on the cluster it leaves (`from`) when that cluster
-answers; each partition is then translated exactly:
+answers; each partition is then translated exactly, along a route of flows
+(`ferry.offsets.routes`):
 - a topic that a flow `from -> to` replicates: forward through that flow's runs;
 - a remote topic on `from` that came from `to` (failback after a failover): back through the
-  runs of the flow `to -> from`, to the original topic.
+  runs of the flow `to -> from`, to the original topic;
+- more hops where no flow joins the two: forward along a chain A->B->C, back along it, or
+  back to the origin and forward again between two aggregates fed by the same sources.
 When `from` does not answer (the datacenter is lost), the group's checkpoints in `to` are used:
 they are as recent as the last `emit.checkpoints.interval.seconds`.
 
@@ -19,20 +22,16 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from ferry.config.model import FerryConfig
+from ferry.config.model import FerryConfig, FlowConfig
 from ferry.control.model import FlowControl
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.kafka.errors import unavailable
 from ferry.kafka.log import quiet
 from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.offsets.groups import GroupAdmin, GroupState
+from ferry.offsets.routes import RouteHop, routes
 from ferry.offsets.stores import CheckpointStore, RunsStore
-from ferry.offsets.translation import (
-    Position,
-    checkpoint_positions,
-    forward_positions,
-    inverse_positions,
-)
+from ferry.offsets.translation import Position, checkpoint_positions, routed_position
 from ferry.policy import policy_for
 from ferry.selection import TopicSelector
 
@@ -249,28 +248,45 @@ def _from_cluster(
     to_alias: str,
     control: FlowControl | None = None,
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
-    forward = config.flow(from_alias, to_alias)
-    back = config.flow(to_alias, from_alias)
-    back_policy = policy_for(back.policy, to_alias)
-    back_runs = RunsStore(
-        config.clusters[from_alias], back_policy.offset_runs_topic(to_alias), to_alias
-    )
+    """Each partition along the shortest route of flows whose runs carry it (see
+    `ferry.offsets.routes`): one hop for a direct flow or its failback, more for a chain or
+    between two aggregates."""
+    direct = f"{from_alias}->{to_alias}"
+    stores: dict[str, RunsStore] = {}
+
+    def runs(flow: FlowConfig) -> RunsStore:
+        if flow.name not in stores:
+            policy = policy_for(flow.policy, flow.source)
+            target = config.clusters[flow.target]
+            store = RunsStore(target, policy.offset_runs_topic(flow.source), flow.source)
+            stores[flow.name] = store.refresh()
+        return stores[flow.name]
+
+    def control_of(flow: FlowConfig) -> FlowControl | None:
+        return control if flow.name == direct else None
+
+    positions: list[Position] = []
+    left: list[tuple[str, int, int]] = []
+    by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
     try:
-        inverse = inverse_positions(committed, back_policy, to_alias, back_runs.refresh())
+        for (topic, partition), offset in sorted(committed.items()):
+            if topic not in by_topic:
+                by_topic[topic] = routes(config, from_alias, topic, to_alias, control_of)
+            position = next(
+                (
+                    found
+                    for route in by_topic[topic]
+                    if (found := routed_position(route, partition, offset, runs)) is not None
+                ),
+                None,
+            )
+            if position is None:
+                left.append((topic, partition, offset))
+            else:
+                positions.append(position)
     finally:
-        back_runs.close()
-    done = {(p.topic, p.partition) for p in inverse}
-    rest = {tp: o for tp, o in committed.items() if tp not in done}
-    policy = policy_for(forward.policy, from_alias)
-    runs = RunsStore(config.clusters[to_alias], policy.offset_runs_topic(from_alias), from_alias)
-    try:
-        selector = TopicSelector(forward, policy, control)
-        ahead = forward_positions(rest, selector.accepts, policy, from_alias, runs.refresh())
-    finally:
-        runs.close()
-    positions = sorted(inverse + ahead, key=lambda p: (p.topic, p.partition))
-    mapped = {(p.topic, p.partition) for p in positions}
-    left = [(t, p, o) for (t, p), o in sorted(committed.items()) if (t, p) not in mapped]
+        for store in stores.values():
+            store.close()
     return positions, left
 
 

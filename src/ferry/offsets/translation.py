@@ -1,24 +1,26 @@
 """Translating one group's committed positions from one cluster to another.
 
-Three ways, chosen per partition by `ferry.offsets.failover`:
-- forward, through the exact runs of the flow that copied the topic to the other cluster;
-- inverse (failback), for a remote topic the group read: back through the runs of the flow
-  that created it, to the original topic;
+Two ways, chosen per partition by `ferry.offsets.failover`:
+- along a route of flows (`ferry.offsets.routes`): forward through the exact runs of a flow
+  that copied the topic on, inverse (failback) back through the runs of the flow that created
+  a remote topic, hop after hop (chains, aggregates);
 - from checkpoints, when the cluster the group leaves does not answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ferry.config.model import FlowConfig
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.index import Match
+from ferry.offsets.routes import RouteHop
 from ferry.offsets.stores import RunsStore
 from ferry.policy import ReplicationPolicy
 
-__all__ = ["Position", "checkpoint_positions", "forward_positions", "inverse_positions"]
+__all__ = ["Position", "checkpoint_positions", "forward_positions", "routed_position"]
 
 
 @dataclass(frozen=True)
@@ -66,29 +68,43 @@ def forward_positions(
     return positions
 
 
-def inverse_positions(
-    committed: dict[tuple[str, int], int],
-    policy: ReplicationPolicy,
-    origin_alias: str,
-    runs: RunsStore,
-) -> list[Position]:
-    """Positions in remote topics that came from `origin_alias`, mapped back to the originals.
+# How sure a composed translation is: the least sure of its hops.
+_RANK = {Match.EXACT: 0, Match.GAP: 1, Match.END: 2, Match.NOTHING: 3}
 
-    `policy` and `runs` belong to the flow origin -> here.
+
+def routed_position(
+    route: Sequence[RouteHop],
+    partition: int,
+    committed: int,
+    runs: Callable[[FlowConfig], RunsStore],
+) -> Position | None:
+    """A position carried along `route`, hop by hop through each flow's runs (`runs(flow)`).
+
+    None when an inverse hop, or a forward one through a disabled flow, finds no runs for the
+    partition: the records did not travel that way (or its runs are gone), so another route
+    must carry it. An enabled flow without runs yet maps to the start of its copy.
     """
-    positions = []
-    for (topic, partition), offset in sorted(committed.items()):
-        if policy.topic_source(topic) != origin_alias:
-            continue
-        original = policy.upstream_topic(topic)
-        if original is None or not runs.has(original, partition):
-            continue
-        t = runs.index(original, partition).upstream(offset)
-        match = t.match.value if t.match is not Match.NOTHING else "nothing"
-        positions.append(
-            Position(topic, partition, offset, original, t.offset, "inverse runs", match, t.beyond)
-        )
-    return positions
+    offset, worst, beyond = committed, Match.EXACT, 0
+    for hop in route:
+        store = runs(hop.flow)
+        if (hop.direction == "inverse" or not hop.flow.enabled) and not store.has(
+            hop.source_topic, partition
+        ):
+            return None  # the records did not come (or go) this way
+        if hop.direction == "inverse":
+            t = store.index(hop.source_topic, partition).upstream(offset)
+        else:
+            t = store.index(hop.source_topic, partition).downstream(offset)
+        offset, beyond = t.offset, beyond + t.beyond
+        worst = max(worst, t.match, key=_RANK.__getitem__)
+    if len(route) == 1:
+        via = "runs" if route[0].direction == "forward" else "inverse runs"
+    else:
+        via = ", ".join(hop.label for hop in route)
+    first, last = route[0], route[-1]
+    return Position(
+        first.topic, partition, committed, last.next_topic, offset, via, worst.value, beyond
+    )
 
 
 def checkpoint_positions(

@@ -105,7 +105,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topic_manager(self) -> TopicManager:
         if self._manager is None:
             self._manager = TopicManager(
-                self.flow, self.spec.source, self.spec.target, control=self.state.control
+                self.flow, self.spec.source, self.spec.target, control=self.state.selection_control
             )
         return self._manager
 
@@ -191,7 +191,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         # A topic removed over the API leaves the plan (were it kept, every batch would look
         # for it); added again, it resumes from the flow's position on the target.
-        removed = self.state.control().removed
+        removed = self.state.selection_control().removed
         result = {tp: offset for tp, offset in start.items() if tp[0] not in removed}
         for tp, end in ends.items():
             if end != begin[tp] or tp in start:
