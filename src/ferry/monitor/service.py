@@ -22,6 +22,8 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.monitor.audit_loop import AuditLoop
+from ferry.monitor.audit_metrics import AuditMetrics
 from ferry.monitor.http import MetricsServer
 from ferry.monitor.metrics import DEFAULT_PORT, MonitorMetrics
 from ferry.monitor.sampler import FlowSample, KafkaSampler, OffsetPair, Sampler
@@ -265,6 +267,7 @@ def serve(
     webhook = Webhook(webhook_url, log) if webhook_url else None
     try:
         service = MonitorService(config, log=log, webhook=webhook)
+        audit = AuditLoop(config, AuditMetrics(service.metrics.registry), log, webhook)
         try:
             server = MetricsServer(service.metrics.registry, service.health, port)
         except OSError as exc:
@@ -291,8 +294,16 @@ def serve(
                         f"monitoring flow {flow.name} every {period_of(flow)}s: "
                         f"latest offsets{groups}"
                     )
+                for flow in audit.flows:
+                    log(
+                        f"auditing flow {flow.name} every {flow.audit_interval_seconds}s: "
+                        "records in closed buckets of that width"
+                    )
+                if audit.flows:
+                    audit.start()
                 service.run()
         finally:
+            audit.close()
             server.stop()
             service.close()
     finally:
