@@ -152,7 +152,7 @@ def test_a_loss_sets_the_gauges_alerts_once_and_recovers() -> None:
     loop.round(flow)
     assert _gauge(registry, "ferry_audit_missing_records", "orders") == 0
     assert webhook.events[-1]["event"] == "recovery"
-    assert webhook.events[-1]["reason"] == "nothing missing"
+    assert webhook.events[-1]["reason"] == "none missing"
 
 
 def test_a_failed_round_is_logged_once_and_counted_and_the_next_one_runs() -> None:

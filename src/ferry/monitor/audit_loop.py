@@ -101,8 +101,8 @@ class AuditLoop:
         for name in verdict.raised:
             self._raised(flow, by_name[name], until_ms)
         for name in verdict.recovered:
-            reason = "no longer audited" if name in verdict.gone else "nothing missing"
-            self._log(f"audit: nothing missing any more ({reason}): flow={flow.name} topic={name}")
+            reason = "no longer audited" if name in verdict.gone else "none missing"
+            self._log(f"audit alert over ({reason}): flow={flow.name} topic={name}")
             self._notify({"event": "recovery", "flow": flow.name, "topic": name, "reason": reason})
 
     def _raised(self, flow: FlowConfig, topic: TopicResult, until_ms: int) -> None:
