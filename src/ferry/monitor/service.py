@@ -9,6 +9,9 @@ the alert gauge says the current state at every scrape.
 
 A cluster that does not answer costs that flow its sample for the period, nothing more: the
 loop logs it (once until it changes) and tries again next period.
+
+Flows with `audit.interval.seconds` are also audited, in a thread of their own
+(`ferry.monitor.audit_loop`), into the same registry and through the same webhook.
 """
 
 from __future__ import annotations
