@@ -4,8 +4,8 @@
 After a clean `ferry run --once` its gauges say 0 missing and 0 duplicated; then the head of
 a remote partition is deleted and two copies are produced into the remote topic again, and
 the next rounds report exactly those, alert once (log line and webhook) and keep the same
-Spark session. About a minute (the monitor's own Spark), so behind the `monitor_audit` marker:
-`make test-monitor-audit`.
+Spark session (one JVM child throughout). About 3 minutes on a busy machine (the monitor's
+own Spark), so behind the `monitor_audit` marker: `make test-monitor-audit`.
 """
 
 from __future__ import annotations
