@@ -28,7 +28,7 @@ unit: setup
 	$(BIN)/pytest -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest -m 'integration and not system and not api and not secure and not topologies and not cluster'
+	$(BIN)/pytest -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -58,6 +58,12 @@ test-topologies: setup
 	$(BIN)/pytest -m topologies tests/integration/test_chain_failover.py \
 	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py
 
+# ferry monitor's continuous audit end to end: a `ferry monitor` process (its own Spark) with
+# audit.interval.seconds set, damage done to a copy, the gauges and the webhook alert checked.
+.PHONY: test-monitor-audit
+test-monitor-audit: setup
+	$(BIN)/pytest -m monitor_audit tests/integration/test_monitor_audit.py
+
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/ruff format --check src tests scripts bench
@@ -86,6 +92,14 @@ bench: setup
 # Lag-aware placement: a skewed backlog (one partition with 10x the records of each other one,
 # steady traffic elsewhere) against the same records spread evenly (a perfect split), from the
 # first record copied to the backlog copied (bench/results/placement.{json,md}).
+# `ferry audit` at scale: 5,000,000 records of 32 B over 8 partitions copied with `ferry run
+# --once`, the first 1,000 copies of one partition deleted, then one audit timed with the peak
+# memory of its driver (Python + JVM) sampled (bench/results/audit.{json,md}; --records etc.:
+# .venv/bin/python -m bench.audit --help). Half an hour or more on 2 shared cores.
+.PHONY: bench-audit
+bench-audit: setup
+	$(BIN)/python -m bench.audit
+
 .PHONY: bench-placement
 bench-placement: setup
 	$(BIN)/python -m bench.placement

@@ -12,6 +12,7 @@ tests/unit/test_audit_cli.py).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,11 @@ def test_audit_reports_each_kind_of_damage_exactly(
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     clean, broken = f"{topic_name}-clean", f"{topic_name}-broken"
     relayed = f"{topic_name}-relayed"  # A is the middle of a chain Z->A->B
-    for topic in (clean, broken, relayed):
+    stamped = f"{topic_name}-stamped"  # its copy on B is stamped with the append time
+    for topic in (clean, broken, relayed, stamped):
         create_topic(a, topic, partitions=2)
-    for topic in (clean, broken):
+    create_topic(b, f"A.{stamped}", partitions=2, **{"message.timestamp.type": "LogAppendTime"})
+    for topic in (clean, broken, stamped):
         produce(a, topic, _records(2, PER_PARTITION))
     produce(
         a,
@@ -68,7 +71,9 @@ def test_audit_reports_each_kind_of_damage_exactly(
         ],
     )
     config = write_config(tmp_path, kafka_clusters, topics=f"{topic_name}-.*")
+    copy_started = int(time.time() * 1000)
     run_once(config, spark)
+    copy_ended = int(time.time() * 1000)
     remote = f"A.{broken}"
     copies = read_offsets(b, remote, 2, 2 * PER_PARTITION)
 
@@ -94,6 +99,18 @@ def test_audit_reports_each_kind_of_damage_exactly(
     ok = flow["topics"][clean]
     assert (ok["source"], ok["copied"], ok["copies"]) == (100, 100, 100)
     assert [ok[k] for k in ("missing", "duplicated", "foreign", "expired", "in_flight")] == [0] * 5
+    assert (ok["delay_p50_ms"], ok["delay_p99_ms"]) == (None, None)  # copies keep CreateTime
+
+    # Each copy was appended while the run copied, its source record stamped RECENT_MS + i.
+    late = flow["topics"][stamped]
+    assert (late["source"], late["copied"], late["missing"]) == (100, 100, 0)
+    earliest, latest = copy_started - (RECENT_MS + PER_PARTITION), copy_ended - RECENT_MS
+    assert earliest <= late["delay_p50_ms"] <= late["delay_p99_ms"] <= latest
+    # Buckets by source timestamp hold the delays; B's copies also count (as `target`) in
+    # the buckets of their append times, which hold no source record and no delay.
+    measured = [b_ for b_ in late["buckets"] if b_["source"]]
+    assert measured and all(earliest <= b_["delay_p50_ms"] <= latest for b_ in measured)
+    assert all("delay_p50_ms" not in b_ for b_ in late["buckets"] if not b_["source"])
 
     bad = flow["topics"][broken]
     assert bad["source"] == 100 - 5 + 7

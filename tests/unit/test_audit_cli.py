@@ -150,3 +150,24 @@ def test_a_chain_through_a_disabled_flow_or_two_chains_is_refused_by_name(tmp_pa
     both = _chain_config(tmp_path, CHAIN.replace("D->C.enabled: false", "D->C.enabled: true"))
     with pytest.raises(ConfigError, match="2 chains leads there: A->B->C; A->D->C"):
         chain_flows(both.flows, "A->C")
+
+
+def test_replication_delay_is_shown_where_measured_and_dashed_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stamped = _clean()
+    stamped.topic = "stamped"
+    stamped.delay_p50_ms, stamped.delay_p99_ms = 1_500, 62_000
+    counts = {"source": 10, "target": 10, "missing": 0}
+    stamped.buckets = {0: {**counts, "delay_p50_ms": 1_500, "delay_p99_ms": 62_000}}
+    out = tmp_path / "out"
+    result, _ = _audit(tmp_path, monkeypatch, [stamped], "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "1.5 s / 62.0 s" in result.output
+    rows = report.table_rows([_clean(), stamped])
+    assert [row[-1] for row in rows] == ["-", "1.5 s / 62.0 s"]
+    document = json.loads((out / "audit.json").read_text())
+    topics = document["flows"]["A->B"]["topics"]
+    assert (topics["stamped"]["delay_p50_ms"], topics["stamped"]["delay_p99_ms"]) == (1_500, 62_000)
+    assert topics["stamped"]["buckets"][0]["delay_p99_ms"] == 62_000
+    assert (out / "audit.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

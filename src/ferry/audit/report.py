@@ -36,6 +36,8 @@ def to_json(flows: Mapping[str, Sequence[TopicResult]], bucket_ms: int) -> dict[
                     **{k: getattr(t, k) for k in COUNTS},
                     "copies": t.copies,
                     "completeness": round(completeness(t), 4),
+                    "delay_p50_ms": t.delay_p50_ms,
+                    "delay_p99_ms": t.delay_p99_ms,
                     "missing_ranges": t.missing_ranges,
                     "duplicated_ranges": t.duplicated_ranges,
                     "foreign_ranges": t.foreign_ranges,
@@ -51,11 +53,18 @@ def to_json(flows: Mapping[str, Sequence[TopicResult]], bucket_ms: int) -> dict[
 
 
 def table_rows(topics: Sequence[TopicResult]) -> list[list[str]]:
-    """One row per topic: topic, then COUNTS, then completeness."""
+    """One row per topic: topic, then COUNTS, then completeness, then the replication delay
+    (p50 / p99; "-" where the remote topic does not record append times)."""
     return [
-        [t.topic, *(f"{getattr(t, k):,}" for k in COUNTS), f"{completeness(t):.2f}%"]
+        [t.topic, *(f"{getattr(t, k):,}" for k in COUNTS), f"{completeness(t):.2f}%", _delay(t)]
         for t in topics
     ]
+
+
+def _delay(topic: TopicResult) -> str:
+    if topic.delay_p50_ms is None or topic.delay_p99_ms is None:
+        return "-"
+    return f"{topic.delay_p50_ms / 1000:,.1f} s / {topic.delay_p99_ms / 1000:,.1f} s"
 
 
 def chart(flows: Mapping[str, Sequence[TopicResult]], bucket_ms: int, path: Path) -> None:
@@ -81,7 +90,19 @@ def chart(flows: Mapping[str, Sequence[TopicResult]], bucket_ms: int, path: Path
         axis.set_xticks(x, labels, rotation=45, ha="right", fontsize=7)
         axis.set_title(f"{name}  {topic.topic} -> {topic.remote_topic}", fontsize=9)
         axis.set_ylabel(f"records per {bucket_ms // 1000} s")
-        axis.legend(fontsize=7)
+        axis.legend(fontsize=7, loc="upper left")
+        p99 = [topic.buckets[s].get("delay_p99_ms") for s in starts]
+        if any(v is not None for v in p99):
+            delay_axis = axis.twinx()
+            delay_axis.plot(
+                x,
+                [float("nan") if v is None else v / 1000 for v in p99],
+                color="#8172b2",
+                marker=".",
+                label="delay p99",
+            )
+            delay_axis.set_ylabel("replication delay p99 (s)")
+            delay_axis.legend(fontsize=7, loc="upper right")
     if not panels:
         axes[0, 0].set_title("no topics audited")
     figure.tight_layout()

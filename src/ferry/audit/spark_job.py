@@ -35,6 +35,7 @@ __all__ = [
     "TopicResult",
     "audit_flow",
     "audit_flows",
+    "audit_session",
     "offsets_of",
     "plan_flow",
 ]
@@ -72,7 +73,13 @@ class TopicResult:
     foreign: int = 0
     expired: int = 0
     in_flight: int = 0
+    # Replication delay (first copy's append time minus the source record's timestamp), when
+    # the remote topic stamps records with LogAppendTime; None where it keeps CreateTime (a
+    # copy keeps its source record's timestamp, so there is nothing to measure).
+    delay_p50_ms: int | None = None
+    delay_p99_ms: int | None = None
     # bucket start (ms) -> {"source", "copied", "missing", "in_flight", "duplicated", "target"}
+    # and, where measured, "delay_p50_ms" and "delay_p99_ms"
     buckets: dict[int, dict[str, int]] = field(default_factory=dict)
     missing_ranges: list[dict[str, int]] = field(default_factory=list)
     duplicated_ranges: list[dict[str, int]] = field(default_factory=list)
@@ -213,7 +220,8 @@ def java_tls_options(conf: dict[str, str]) -> dict[str, str]:
 
 
 def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> Any:
-    """topic, partition, offset, ts (ms) and the origin header of the records in `offsets`
+    """topic, partition, offset, ts (ms), append_ts (ts when the broker stamped it with
+    LogAppendTime, else null) and the origin header of the records in `offsets`
     ({topic: {partition: (first, end)}}), all topics in one read."""
     from pyspark.sql import functions as F
 
@@ -223,7 +231,7 @@ def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> An
     }
     parts = {topic: found for topic, found in parts.items() if found}
     if not parts:
-        schema = "topic string, partition int, offset long, ts long, origin string"
+        schema = "topic string, partition int, offset long, ts long, append_ts long, origin string"
         return spark.createDataFrame([], schema)
     reader = spark.read.format("kafka")
     for key, value in kafka_options(cluster).items():
@@ -246,6 +254,8 @@ def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> An
         "partition",
         "offset",
         F.expr("unix_millis(timestamp)").alias("ts"),
+        # Kafka's timestamp type 1: the broker's append time, not the producer's.
+        F.expr("if(timestampType = 1, unix_millis(timestamp), null)").alias("append_ts"),
         origin.cast("string").alias("origin"),
     )
 
@@ -306,7 +316,7 @@ def audit_flow(
         copies = (
             target_all.where(F.col("origin").isNotNull())
             .groupBy("origin")
-            .agg(F.count(F.lit(1)).alias("n"))
+            .agg(F.count(F.lit(1)).alias("n"), F.min("append_ts").alias("copy_ts"))
         )
         positions = spark.createDataFrame(
             [(t.topic, p, pos) for t in plan.topics for p, pos in sorted(t.positions.items())]
@@ -323,11 +333,20 @@ def audit_flow(
             in_window(source_all)
             .join(copies, source_all["key"] == copies["origin"], "left")
             .join(F.broadcast(positions), ["topic", "partition"], "left")
-            .select("topic", "partition", "offset", "ts", n.alias("n"), state.alias("state"))
+            .select(
+                "topic",
+                "partition",
+                "offset",
+                "ts",
+                n.alias("n"),
+                state.alias("state"),
+                (F.col("copy_ts") - F.col("ts")).alias("delay"),
+            )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         bucket = (F.col("ts") - F.pmod(F.col("ts"), F.lit(bucket_ms))).alias("bucket")
         empty = dict.fromkeys(("source", "copies", "duplicated", "target", *_STATES), 0)
+        delays = F.percentile_approx("delay", F.array(F.lit(0.5), F.lit(0.99)))
         for row in (
             source.groupBy("topic", bucket)
             .agg(
@@ -335,14 +354,20 @@ def audit_flow(
                 F.sum("n").alias("copies"),
                 F.sum(F.greatest(F.col("n") - 1, F.lit(0))).alias("duplicated"),
                 *(F.sum(F.when(F.col("state") == s, 1).otherwise(0)).alias(s) for s in _STATES),
+                delays.alias("delay"),
             )
             .collect()
         ):
             result = results[row["topic"]]
             counts = {k: int(row[k]) for k in ("source", "copies", "duplicated", *_STATES)}
-            result.buckets[int(row["bucket"])] = {**empty, **counts}
+            result.buckets[int(row["bucket"])] = {**empty, **counts, **_delay_keys(row["delay"])}
             for k, v in counts.items():
                 setattr(result, k, getattr(result, k) + v)
+        if any("delay_p50_ms" in b for r in results.values() for b in r.buckets.values()):
+            for row in source.groupBy("topic").agg(delays.alias("delay")).collect():
+                measured = _delay_keys(row["delay"])
+                results[row["topic"]].delay_p50_ms = measured.get("delay_p50_ms")
+                results[row["topic"]].delay_p99_ms = measured.get("delay_p99_ms")
         target = in_window(target_all)
 
         # Copies no source record explains: expired (below what the source still holds of
@@ -419,6 +444,14 @@ def audit_flow(
         target_all.unpersist()
 
 
+def _delay_keys(percentiles: list[int] | None) -> dict[str, int]:
+    """p50 and p99 of a group's delays; none when no copy in it has an append time."""
+    if not percentiles:
+        return {}
+    p50, p99 = percentiles
+    return {"delay_p50_ms": int(p50), "delay_p99_ms": int(p99)}
+
+
 def _part(column: str, index: int) -> str:
     # try_element_at: a header that is not an origin has fewer parts; ANSI mode would raise.
     return f"try_element_at(split({column}, '[|]', 5), {index})"
@@ -486,6 +519,21 @@ def _ranges(
     }
 
 
+def audit_session(config: FerryConfig) -> Any:
+    """A Spark session of the config's `spark.*` settings with the Kafka connector added."""
+    from ferry.engine.spark.session import spark_session
+    from ferry.local.spark_kafka import spark_kafka_jars
+
+    jars = [str(p) for p in spark_kafka_jars()]
+    extra = config.spark.get("spark.jars")
+    settings = {
+        **config.spark,
+        "spark.app.name": config.spark.get("spark.app.name", "ferry-audit"),
+        "spark.jars": ",".join([*([extra] if extra else []), *jars]),
+    }
+    return spark_session(config.model_copy(update={"spark": settings}))
+
+
 def audit_flows(
     config: FerryConfig,
     chains: list[list[FlowConfig]],
@@ -497,21 +545,11 @@ def audit_flows(
     range_limit: int = 100,
 ) -> dict[str, list[TopicResult]]:
     """Plan every flow (a chain of one) or chain first (all positions and ends as of now),
-    then read and compare on a Spark session of the config's `spark.*` settings with the
-    Kafka connector added."""
+    then read and compare on a session of `audit_session`, stopped at the end."""
     from ferry.audit.chain import plan_chain
-    from ferry.engine.spark.session import spark_session
-    from ferry.local.spark_kafka import spark_kafka_jars
 
     plans = [plan_chain(config, chain, topics) for chain in chains]
-    jars = [str(p) for p in spark_kafka_jars()]
-    extra = config.spark.get("spark.jars")
-    settings = {
-        **config.spark,
-        "spark.app.name": config.spark.get("spark.app.name", "ferry-audit"),
-        "spark.jars": ",".join([*([extra] if extra else []), *jars]),
-    }
-    spark = spark_session(config.model_copy(update={"spark": settings}))
+    spark = audit_session(config)
     try:
         return {
             plan.name: audit_flow(

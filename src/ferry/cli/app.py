@@ -582,7 +582,7 @@ def _print_audit(results: dict[str, Any]) -> None:
     for name, topics in results.items():
         table = Table(title=f"flow {name}", title_justify="left", box=box.SIMPLE_HEAD)
         table.add_column("topic", overflow="fold")
-        for column in (*report.COUNTS, "complete"):
+        for column in (*report.COUNTS, "complete", "delay p50 / p99"):
             table.add_column(column.replace("_", " "), justify="right", no_wrap=True)
         for row in report.table_rows(topics):
             table.add_row(*row)

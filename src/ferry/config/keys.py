@@ -30,6 +30,7 @@ class Kind(Enum):
     COPIER = "copy loop"
     REPLICATION_FACTOR = "replication factor"
     POSITIVE_INT = "positive integer"
+    AUDIT_INTERVAL = "audit interval"
 
 
 # key -> (FlowConfig field, kind). `enabled` only makes sense per flow (`A->B.enabled`).
@@ -74,6 +75,8 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     # the sliding-window sync-delay monitor (`ferry monitor`): growth of A below which no alert.
     "monitor.min.delay.latest.offset": ("monitor_min_delay_latest_offset", Kind.INT),
     "monitor.min.delay.consume.offset": ("monitor_min_delay_consume_offset", Kind.INT),
+    # `ferry monitor`'s continuous audit: its period and bucket width; unset: no audit.
+    "audit.interval.seconds": ("audit_interval_seconds", Kind.AUDIT_INTERVAL),
     "ferry.batch.max.records": ("batch_max_records", Kind.POSITIVE_INT),
     "ferry.batch.max.bytes": ("batch_max_bytes", Kind.POSITIVE_INT),
     "ferry.bins": ("bins", Kind.INT),

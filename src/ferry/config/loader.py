@@ -54,6 +54,11 @@ _ROLES = ("consumer", "producer", "admin")
 _NUMBER_RULES: dict[Kind, tuple[str, Callable[[int], bool]]] = {
     Kind.INT: ("a whole number, 0 or more", lambda n: n >= 0),
     Kind.POSITIVE_INT: ("a whole number, 1 or more", lambda n: n >= 1),
+    Kind.AUDIT_INTERVAL: (
+        "whole seconds, 1 or more (how often `ferry monitor` audits the flow); leave the key "
+        "out for no continuous audit",
+        lambda n: n >= 1,
+    ),
     Kind.INTERVAL: ("whole seconds; a negative number turns the task off", lambda n: True),
     Kind.REPLICATION_FACTOR: (
         "a whole number, 1 or more, or -1 for the broker default",
@@ -397,6 +402,14 @@ class _Builder:
             # MM2: a negative interval turns the task off, like its `.enabled = false`.
             if kind is Kind.INTERVAL and fields.get(field, 0) < 0:
                 fields[field.replace("_interval_seconds", "_enabled")] = False
+        audit = own.get("audit.interval.seconds")
+        if audit is not None and not fields.get("enabled", False):
+            # A flow ferry monitor does not watch would never be audited.
+            raise self.error(
+                audit,
+                f"audits flow {source}->{target}, which is not enabled; set "
+                f"'{source}->{target}.enabled = true' or remove the key",
+            )
         fields["policy"] = self.policy(source, settings)
         return FlowConfig(**fields)
 

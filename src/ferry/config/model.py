@@ -107,6 +107,9 @@ class FlowConfig(_Frozen):
     offset_syncs_topic_replication_factor: int = 3
     monitor_min_delay_latest_offset: int = 0
     monitor_min_delay_consume_offset: int = 0
+    # `ferry monitor` audits the flow every this many seconds (and buckets records by it);
+    # None: never (the audit is a Spark job reading both clusters' topics).
+    audit_interval_seconds: int | None = Field(default=None, ge=1)
     # None: the mode's default (batch_caps). Bigger batches pay Spark's per-batch cost
     # (planning, task launch, commit, refetching at range ends) less often: 2,000,000 x 1 KiB
     # took 2 batches instead of 8 and about 3.5 s and 2 CPU s less (bench.cpu_breakdown).

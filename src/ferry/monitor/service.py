@@ -9,6 +9,9 @@ the alert gauge says the current state at every scrape.
 
 A cluster that does not answer costs that flow its sample for the period, nothing more: the
 loop logs it (once until it changes) and tries again next period.
+
+Flows with `audit.interval.seconds` are also audited, in a thread of their own
+(`ferry.monitor.audit_loop`), into the same registry and through the same webhook.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.monitor.audit_loop import AuditLoop
+from ferry.monitor.audit_metrics import AuditMetrics
 from ferry.monitor.http import MetricsServer
 from ferry.monitor.metrics import DEFAULT_PORT, MonitorMetrics
 from ferry.monitor.sampler import FlowSample, KafkaSampler, OffsetPair, Sampler
@@ -294,6 +299,7 @@ def serve(
     webhook = Webhook(webhook_url, log) if webhook_url else None
     try:
         service = MonitorService(config, log=log, webhook=webhook)
+        audit = AuditLoop(config, AuditMetrics(service.metrics.registry), log, webhook)
         try:
             server = MetricsServer(service.metrics.registry, service.health, port)
         except OSError as exc:
@@ -320,8 +326,16 @@ def serve(
                         f"monitoring flow {flow.name} every {period_of(flow)}s: "
                         f"latest offsets{groups}"
                     )
+                for flow in audit.flows:
+                    log(
+                        f"auditing flow {flow.name} every {flow.audit_interval_seconds}s: "
+                        "records in closed buckets of that width"
+                    )
+                if audit.flows:
+                    audit.start()
                 service.run()
         finally:
+            audit.close()
             server.stop()
             service.close()
     finally:
