@@ -40,11 +40,11 @@ test-api: setup
 	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py \
 	  tests/integration/test_console_browser.py
 
-# Executors and workers of a local Spark standalone cluster (two one-core workers that cannot
-# see this virtualenv) SIGKILLed while ferry run copies steady traffic, in both modes, and
-# the driver killed and restarted: a few minutes.
+# A local Spark standalone cluster (two one-core workers that cannot see this virtualenv): a
+# flow on it from the shipped environment, then executors and workers SIGKILLed while ferry
+# run copies steady traffic, in both modes, and the driver killed and restarted.
 test-cluster: setup
-	$(BIN)/pytest -m cluster tests/integration/test_executor_loss.py
+	$(BIN)/pytest -m cluster tests/integration/test_spark_cluster.py 	  tests/integration/test_executor_loss.py
 
 # ferry against secure local clusters (SASL_SSL with SCRAM, mutual TLS; ACLs), as the `ferry`
 # principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
@@ -52,11 +52,13 @@ secure-test: setup
 	$(BIN)/pytest -m secure tests/integration/test_secure_clusters.py
 
 # Deployments of three and four clusters (a chain A->B->C, aggregates C and D fed by A and B,
-# active/active A<->B): failover across them and exactly one copy of each record, by origin.
+# active/active A<->B): failover across them and exactly one copy of each record, by origin;
+# and the audit of a chain, hop by hop and end to end.
 # The extra clusters start once per test file; several minutes, so not part of `make test`.
 test-topologies: setup
 	$(BIN)/pytest -m topologies tests/integration/test_chain_failover.py \
-	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py
+	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py \
+	  tests/integration/test_audit_chain.py
 
 # ferry monitor's continuous audit end to end: a `ferry monitor` process (its own Spark) with
 # audit.interval.seconds set, damage done to a copy, the gauges and the webhook alert checked.

@@ -22,7 +22,9 @@ from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import run_once, write_config
 
-pytestmark = pytest.mark.integration
+# A third cluster and three audits of their own: with the other deployments of three and four
+# clusters under `make test-topologies`.
+pytestmark = [pytest.mark.integration, pytest.mark.topologies]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ from tests.integration.kafka_helpers import Rec, create_topic, produce, record_c
 from tests.integration.replication_setup import write_config
 from tests.integration.spark_workers import executors_in_status, hidden, tasks_by_executor
 
-pytestmark = pytest.mark.integration
+# A standalone master and two workers of its own: `make test-cluster`, with executors lost.
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_a_flow_runs_on_workers_without_ferry_from_the_shipped_environment(
