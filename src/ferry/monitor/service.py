@@ -75,7 +75,8 @@ def _describe(flow: FlowConfig, pair: OffsetPair) -> str:
     )
 
 
-def _alert_fields(flow: FlowConfig, pair: OffsetPair, alert: Alert) -> dict[str, Any]:
+def _series_fields(flow: FlowConfig, pair: OffsetPair) -> dict[str, Any]:
+    """A series and its latest offsets, as the webhook and the API's alerts name them."""
     return {
         "flow": flow.name,
         "kind": pair.kind.value,
@@ -85,6 +86,12 @@ def _alert_fields(flow: FlowConfig, pair: OffsetPair, alert: Alert) -> dict[str,
         "partition": pair.partition,
         "a_offset": pair.a,
         "b_offset": pair.b,
+    }
+
+
+def _alert_fields(flow: FlowConfig, pair: OffsetPair, alert: Alert) -> dict[str, Any]:
+    return {
+        **_series_fields(flow, pair),
         "a_sub": alert.a_sub,
         "b_sub": alert.b_sub,
         "threshold": alert.threshold,
@@ -216,14 +223,7 @@ class MonitorService:
         self._webhook.send(
             {
                 "event": event,
-                "flow": flow.name,
-                "kind": pair.kind.value,
-                "group": pair.group,
-                "topic": pair.topic,
-                "remote_topic": pair.remote_topic,
-                "partition": pair.partition,
-                "a_offset": pair.a,
-                "b_offset": pair.b,
+                **_series_fields(flow, pair),
                 **numbers,
                 "time": datetime.now(UTC).isoformat(timespec="seconds"),
             }
