@@ -208,7 +208,7 @@ class Runner:
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
-                bins = max(1, cores // len(leased)) if flow in leased else cores
+                bins = _share(cores, len(leased)) if flow in leased else cores
                 spec = FlowSpec.of(
                     self.config, flow, bins=bins, leased=flow in leased, run_id=run_id
                 )
