@@ -58,7 +58,8 @@ def copy_round(
         ClusterConfig(alias="B", bootstrap_servers=b),
     )
     flow = FlowConfig(source="A", target="B")
-    c_settings, p_settings = consumer_settings(source, flow), producer_settings(target)
+    c_settings = {**consumer_settings(source, flow), **overrides["consumer"]}
+    p_settings = {**producer_settings(target), **overrides["producer"]}
     ctx = CopyContext("A", a, "source-id", "B", b, "target-id")
     ranges = [
         CopyRange(topic, p, 0, records // partitions, remote, 67_108_864) for p in range(partitions)
