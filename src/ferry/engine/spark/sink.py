@@ -32,6 +32,7 @@ from ferry.engine.copy.client_settings import (
     progress_consumer_settings,
 )
 from ferry.engine.copy.exactly_once import (
+    PARITIES,
     ProducerFor,
     TransactionalSettings,
     committed_positions,
@@ -208,7 +209,7 @@ class MirrorSink(DataSourceStreamWriter):
         if flow.exactly_once:
             consumer = worker_clients.consumer_for(consumer_conf)
             progress = worker_clients.consumer_for(progress_conf)
-            settings, producer_for = self._transactional(ctx)
+            settings, producer_for = self._transactional(ctx, len(ranges) * len(PARITIES))
 
             def lease_exactly_once() -> list[PartitionResult]:
                 results, notices = run_lease_exactly_once(
@@ -280,12 +281,15 @@ class MirrorSink(DataSourceStreamWriter):
         consumer.unassign()
         return BinReport(results, time.monotonic() - began)
 
-    def _transactional(self, ctx: CopyContext) -> tuple[TransactionalSettings, ProducerFor]:
+    def _transactional(
+        self, ctx: CopyContext, producers: int
+    ) -> tuple[TransactionalSettings, ProducerFor]:
         """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
         partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
-        one)."""
+        one); the cache keeps the `producers` the task holds at once."""
         from ferry.engine.copy import worker_clients
 
+        worker_clients.make_room(producers)
         settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
 
         def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
@@ -312,7 +316,7 @@ class MirrorSink(DataSourceStreamWriter):
 
         progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
         progress = worker_clients.consumer_for(progress_conf)
-        settings, producer_for = self._transactional(ctx)
+        settings, producer_for = self._transactional(ctx, len(ranges))
 
         policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
         try:
