@@ -56,6 +56,10 @@ def _delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> N
         future.result(30)
 
 
+def _offsets(plan: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {(p["target_topic"], p["partition"]): p["offset"] for p in plan["positions"]}
+
+
 def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
     kafka_clusters: dict[str, BrokerProcess],
     cluster_c: dict[str, BrokerProcess],
@@ -112,6 +116,18 @@ def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
     assert {p["target_topic"] for p in plan["positions"]} == {on_c}
     assert {p["via"] for p in plan["positions"]} == {"runs A->B, runs B->C"}
     assert committed_offsets(c, group) == {}
+
+    # As with A lost: no A->C flow wrote checkpoints in C, so the ones A->B wrote in B are
+    # carried on through B->C's runs, to the same offsets (the group has not moved since).
+    lost = run_ferry(
+        "translate", "-c", str(config), "--group", group, "--from", "A", "--to", "C",
+        "--from-checkpoints", "--json",
+    )  # fmt: skip
+    assert lost.returncode == 0, lost.stderr
+    by_checkpoints = json.loads(lost.stdout)
+    assert {p["via"] for p in by_checkpoints["positions"]} == {"checkpoint A->B, runs B->C"}
+    assert _offsets(by_checkpoints) == _offsets(plan)
+    assert len(_offsets(plan)) == PARTITIONS
 
     result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "C")
     assert result.returncode == 0, result.stderr

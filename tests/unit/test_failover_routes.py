@@ -143,3 +143,18 @@ def test_a_position_carried_over_two_hops_lands_on_the_copy_of_the_copy() -> Non
     assert home is not None and (home.target_topic, home.offset) == ("orders", 23)
     # No runs for a partition on an inverse hop: the records did not come that way.
     assert routed_position(back, 1, 5, lambda f: stores[f.name]) is None  # type: ignore[arg-type,return-value]
+
+
+def test_a_lost_cluster_is_never_a_hop_so_its_runs_are_never_needed() -> None:
+    # Aggregates C and D fed by A and B: from C's copy of B's topic to D goes back through B;
+    # with B lost, no route is left (A never held B's topic).
+    cfg = config(flow("A->C"), flow("B->C"), flow("A->D"), flow("B->D"))
+    assert len(routes(cfg, "C", "B.orders", "D")) == 1
+    assert routes(cfg, "C", "B.orders", "D", avoid=frozenset({"B"})) == []
+    # A->B->C beside A->C: from B's copy, C is reached straight or back through A; with A
+    # lost, only straight.
+    chain = config(flow("A->B"), flow("B->C"), flow("A->C"))
+    assert len(routes(chain, "B", "A.orders", "C")) == 2
+    assert [steps(r) for r in routes(chain, "B", "A.orders", "C", avoid=frozenset({"A"}))] == [
+        [("forward", "B->C", "A.orders", "B.A.orders")]
+    ]

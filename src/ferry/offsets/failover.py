@@ -9,7 +9,9 @@ answers; each partition is then translated exactly, along a route of flows
 - more hops where no flow joins the two: forward along a chain A->B->C, back along it, or
   back to the origin and forward again between two aggregates fed by the same sources.
 When `from` does not answer (the datacenter is lost), the group's checkpoints in `to` are used:
-they are as recent as the last `emit.checkpoints.interval.seconds`.
+they are as recent as the last `emit.checkpoints.interval.seconds`. Without a flow `from -> to`
+(a chain A->B->C failing over from a lost A to C), the checkpoints another flow from `from`
+wrote in its target are carried on from there, along routes that avoid `from`.
 
 Offsets are committed on `to` only for a group without active members there: the brokers
 would refuse otherwise, and a running consumer would not see the new positions anyway.
@@ -27,6 +29,7 @@ from ferry.control.model import FlowControl
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.kafka.errors import unavailable
 from ferry.kafka.log import quiet
+from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.routes import RouteHop, routes
@@ -252,15 +255,6 @@ def _from_cluster(
     `ferry.offsets.routes`): one hop for a direct flow or its failback, more for a chain or
     between two aggregates."""
     direct = f"{from_alias}->{to_alias}"
-    stores: dict[str, RunsStore] = {}
-
-    def runs(flow: FlowConfig) -> RunsStore:
-        if flow.name not in stores:
-            policy = policy_for(flow.policy, flow.source)
-            target = config.clusters[flow.target]
-            store = RunsStore(target, policy.offset_runs_topic(flow.source), flow.source)
-            stores[flow.name] = store.refresh()
-        return stores[flow.name]
 
     def control_of(flow: FlowConfig) -> FlowControl | None:
         return control if flow.name == direct else None
@@ -268,7 +262,7 @@ def _from_cluster(
     positions: list[Position] = []
     left: list[tuple[str, int, int]] = []
     by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
-    try:
+    with _RunsStores(config) as runs:
         for (topic, partition), offset in sorted(committed.items()):
             if topic not in by_topic:
                 by_topic[topic] = routes(config, from_alias, topic, to_alias, control_of)
@@ -284,29 +278,107 @@ def _from_cluster(
                 left.append((topic, partition, offset))
             else:
                 positions.append(position)
-    finally:
-        for store in stores.values():
-            store.close()
     return positions, left
+
+
+class _RunsStores:
+    """Each flow's offset runs, read from its target once (on first use) and closed at exit."""
+
+    def __init__(self, config: FerryConfig) -> None:
+        self._config = config
+        self._stores: dict[str, RunsStore] = {}
+
+    def __call__(self, flow: FlowConfig) -> RunsStore:
+        if flow.name not in self._stores:
+            policy = policy_for(flow.policy, flow.source)
+            target = self._config.clusters[flow.target]
+            store = RunsStore(target, policy.offset_runs_topic(flow.source), flow.source)
+            self._stores[flow.name] = store.refresh()
+        return self._stores[flow.name]
+
+    def __enter__(self) -> _RunsStores:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for store in self._stores.values():
+            store.close()
 
 
 def _from_checkpoints(
     config: FerryConfig, group: str, from_alias: str, to_alias: str
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
-    policy = policy_for(config.flow(from_alias, to_alias).policy, from_alias)
-    store = CheckpointStore(config.clusters[to_alias], policy.checkpoints_topic(from_alias))
+    """The group's checkpoints in `to`, written by the flow `from->to`; without a direct flow
+    (a chain A->B->C failing over from a lost A to C), the checkpoints another flow from
+    `from` wrote in its target, carried on to `to` along routes of flows that avoid `from`."""
+    direct = config.flow(from_alias, to_alias)
+    checkpoints, looked_in = _checkpoints(config, direct, group), [_checkpoints_at(direct)]
+    if checkpoints:
+        return checkpoint_positions(checkpoints, policy_for(direct.policy, from_alias)), []
+    for flow in config.flows:
+        if flow.source != from_alias or flow.target == to_alias or not flow.enabled:
+            continue
+        checkpoints = _checkpoints(config, flow, group)
+        looked_in.append(_checkpoints_at(flow))
+        if checkpoints:
+            first = checkpoint_positions(checkpoints, policy_for(flow.policy, from_alias))
+            return _onward(config, first, flow, to_alias)
+    raise FerryError(
+        f"cluster {from_alias} did not answer and no checkpoint for group {group} was found "
+        f"({'; '.join(looked_in)}); checkpoints are written by `ferry run` for the groups a "
+        f"flow from {from_alias} selects (groups, groups.exclude, emit.checkpoints.enabled)"
+    )
+
+
+def _checkpoints_at(flow: FlowConfig) -> str:
+    policy = policy_for(flow.policy, flow.source)
+    return f"{flow.target}'s {policy.checkpoints_topic(flow.source)}"
+
+
+def _checkpoints(config: FerryConfig, flow: FlowConfig, group: str) -> list[Checkpoint]:
+    policy = policy_for(flow.policy, flow.source)
+    store = CheckpointStore(config.clusters[flow.target], policy.checkpoints_topic(flow.source))
     try:
-        checkpoints = store.refresh().of_group(group)
+        return store.refresh().of_group(group)
     finally:
         store.close()
-    if not checkpoints:
-        raise FerryError(
-            f"cluster {from_alias} did not answer and {to_alias}'s {store.topic} holds no "
-            f"checkpoint for group {group}; checkpoints are written by `ferry run` for the "
-            f"groups the flow {from_alias}->{to_alias} selects (groups, groups.exclude, "
-            "emit.checkpoints.enabled)"
-        )
-    return checkpoint_positions(checkpoints, policy), []
+
+
+def _onward(
+    config: FerryConfig, first: list[Position], flow: FlowConfig, to_alias: str
+) -> tuple[list[Position], list[tuple[str, int, int]]]:
+    """Positions on `flow`'s target (from its checkpoints) carried on to `to_alias` through
+    the runs of the flows between them, never through `flow`'s source (it is lost)."""
+    positions: list[Position] = []
+    left: list[tuple[str, int, int]] = []
+    avoid = frozenset({flow.source})
+    with _RunsStores(config) as runs:
+        for p in first:
+            onward = next(
+                (
+                    (route, found)
+                    for route in routes(config, flow.target, p.target_topic, to_alias, avoid=avoid)
+                    if (found := routed_position(route, p.partition, p.offset, runs)) is not None
+                ),
+                None,
+            )
+            if onward is None:
+                left.append((p.topic, p.partition, p.committed))
+                continue
+            route, found = onward
+            via = ", ".join([f"checkpoint {flow.name}", *(hop.label for hop in route)])
+            positions.append(
+                Position(
+                    p.topic,
+                    p.partition,
+                    p.committed,
+                    found.target_topic,
+                    found.offset,
+                    via,
+                    found.match,
+                    found.beyond,
+                )
+            )
+    return positions, left
 
 
 def _existing_on_target(

@@ -105,10 +105,12 @@ def routes(
     topic: str,
     destination: str,
     control: Callable[[FlowConfig], FlowControl | None] = lambda _flow: None,
+    avoid: frozenset[str] = frozenset(),
 ) -> list[tuple[RouteHop, ...]]:
     """Every route of `topic` on `here` to `destination`, shortest first (breadth first).
 
     `control(flow)`: that flow's runtime override (topics added or removed over the API).
+    `avoid`: clusters no hop may reach (a lost one: its runs cannot be read).
     """
     direct = f"{here}->{destination}"
     found: list[tuple[RouteHop, ...]] = []
@@ -117,7 +119,7 @@ def routes(
         longer: list[tuple[RouteHop, ...]] = []
         for route in level:
             at, name = (route[-1].there, route[-1].next_topic) if route else (here, topic)
-            visited = {here, *(h.there for h in route)}
+            visited = {here, *avoid, *(h.there for h in route)}
             for hop in _steps(config, at, name, destination, direct, control):
                 if hop.there in visited:
                     continue
