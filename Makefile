@@ -58,7 +58,7 @@ secure-test: setup
 test-topologies: setup
 	$(BIN)/pytest -m topologies tests/integration/test_chain_failover.py \
 	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py \
-	  tests/integration/test_audit_chain.py
+	  tests/integration/test_audit_chain.py tests/integration/test_graph_while_running.py
 
 # ferry monitor's continuous audit end to end: a `ferry monitor` process (its own Spark) with
 # audit.interval.seconds set, damage done to a copy, the gauges and the webhook alert checked.

@@ -242,6 +242,24 @@ def render(result: dict[str, Any]) -> str:
         "is done.",
         "",
     ]
+    for other in result.get("other_runs", []):
+        ratios = [
+            round(s / e, 2)
+            for s, e in zip(other["seconds"]["skewed"], other["seconds"]["even"], strict=False)
+        ]
+        lines += [
+            f"Another run, {other['date']}, the same way: skewed {other['seconds']['skewed']}, "
+            f"even {other['seconds']['even']}: **{other['ratio']:.2f}**; per round {ratios}.",
+            "",
+        ]
+        paired += ratios
+    if result.get("other_runs"):
+        lines += [
+            f"All {len(paired)} rounds: the median of the per-round ratios is "
+            f"**{statistics.median(paired):.2f}**; {sum(r > 1.25 for r in paired)} of them "
+            "above 1.25.",
+            "",
+        ]
     control = result.get("control")
     if control:
         lines += [
