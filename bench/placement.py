@@ -217,7 +217,7 @@ def measure(args: argparse.Namespace) -> int:
 
 def render(result: dict[str, Any]) -> str:
     seconds, skewed, even = result["seconds"], result["skewed_counts"], result["even_counts"]
-    paired = [round(s / e, 2) for s, e in zip(seconds["skewed"], seconds["even"], strict=False)]
+    paired = _per_round(seconds)
     lines = [
         "# Lag-aware placement: a skewed backlog against a perfect split",
         "",
@@ -243,10 +243,7 @@ def render(result: dict[str, Any]) -> str:
         "",
     ]
     for other in result.get("other_runs", []):
-        ratios = [
-            round(s / e, 2)
-            for s, e in zip(other["seconds"]["skewed"], other["seconds"]["even"], strict=False)
-        ]
+        ratios = _per_round(other["seconds"])
         lines += [
             f"Another run, {other['date']}, the same way: skewed {other['seconds']['skewed']}, "
             f"even {other['seconds']['even']}: **{other['ratio']:.2f}**; per round {ratios}.",
@@ -268,6 +265,11 @@ def render(result: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def _per_round(seconds: dict[str, list[float]]) -> list[float]:
+    """Skewed / even of each round (the two cases of a round ran one after the other)."""
+    return [round(s / e, 2) for s, e in zip(seconds["skewed"], seconds["even"], strict=False)]
 
 
 def main() -> int:

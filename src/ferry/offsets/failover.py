@@ -266,19 +266,23 @@ def _from_cluster(
         for (topic, partition), offset in sorted(committed.items()):
             if topic not in by_topic:
                 by_topic[topic] = routes(config, from_alias, topic, to_alias, control_of)
-            position = next(
-                (
-                    found
-                    for route in by_topic[topic]
-                    if (found := routed_position(route, partition, offset, runs)) is not None
-                ),
-                None,
-            )
-            if position is None:
+            carried = _first_route(by_topic[topic], partition, offset, runs)
+            if carried is None:
                 left.append((topic, partition, offset))
             else:
-                positions.append(position)
+                positions.append(carried[1])
     return positions, left
+
+
+def _first_route(
+    found: list[tuple[RouteHop, ...]], partition: int, offset: int, runs: _RunsStores
+) -> tuple[tuple[RouteHop, ...], Position] | None:
+    """The first of the routes `found` whose runs carry the partition, and where it lands."""
+    for route in found:
+        position = routed_position(route, partition, offset, runs)
+        if position is not None:
+            return route, position
+    return None
 
 
 class _RunsStores:
@@ -350,34 +354,20 @@ def _onward(
     the runs of the flows between them, never through `flow`'s source (it is lost)."""
     positions: list[Position] = []
     left: list[tuple[str, int, int]] = []
-    avoid = frozenset({flow.source})
+    by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
     with _RunsStores(config) as runs:
         for p in first:
-            onward = next(
-                (
-                    (route, found)
-                    for route in routes(config, flow.target, p.target_topic, to_alias, avoid=avoid)
-                    if (found := routed_position(route, p.partition, p.offset, runs)) is not None
-                ),
-                None,
-            )
-            if onward is None:
+            if p.target_topic not in by_topic:
+                by_topic[p.target_topic] = routes(
+                    config, flow.target, p.target_topic, to_alias, avoid=frozenset({flow.source})
+                )
+            carried = _first_route(by_topic[p.target_topic], p.partition, p.offset, runs)
+            if carried is None:
                 left.append((p.topic, p.partition, p.committed))
                 continue
-            route, found = onward
+            route, found = carried
             via = ", ".join([f"checkpoint {flow.name}", *(hop.label for hop in route)])
-            positions.append(
-                Position(
-                    p.topic,
-                    p.partition,
-                    p.committed,
-                    found.target_topic,
-                    found.offset,
-                    via,
-                    found.match,
-                    found.beyond,
-                )
-            )
+            positions.append(replace(found, topic=p.topic, committed=p.committed, via=via))
     return positions, left
 
 
