@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Audit", "PartitionAudit", "audit"]
+__all__ = ["Audit", "PartitionAudit", "Rewind", "audit", "rewinds"]
 
 Record = tuple[int, int]  # (offset in the source, digest of key and value)
 
@@ -80,3 +80,38 @@ def audit(source: Mapping[int, Sequence[Record]], target: Mapping[int, Sequence[
             )
         )
     return Audit(partitions)
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """A place where a partition's copies start over: at its `at`-th copy the origin falls
+    back to `to`, after copies up to `highest`; `records` copies follow before they pass it."""
+
+    partition: int
+    at: int
+    highest: int
+    to: int
+    records: int
+
+
+def rewinds(target: Mapping[int, Sequence[Record]]) -> list[Rewind]:
+    """Each point where copies name an origin at or below one already copied: where a copy
+    started again from an earlier position, which is what duplicates come from."""
+    found: list[Rewind] = []
+    for partition, copies in sorted(target.items()):
+        highest, open_at = -1, None
+        for at, (origin, _digest) in enumerate(copies):
+            if origin > highest:
+                if open_at is not None:
+                    found.append(
+                        Rewind(partition, open_at, highest, copies[open_at][0], at - open_at)
+                    )
+                    open_at = None
+                highest = origin
+            elif open_at is None:
+                open_at = at
+        if open_at is not None:
+            found.append(
+                Rewind(partition, open_at, highest, copies[open_at][0], len(copies) - open_at)
+            )
+    return found

@@ -24,6 +24,7 @@ __all__ = [
     "WORKER_CORES",
     "WORKER_MEMORY",
     "can_unshare",
+    "driver_only",
     "executor_of",
     "executors_in_status",
     "hidden",
@@ -67,9 +68,19 @@ def can_unshare() -> bool:
     return check.returncode == 0
 
 
+def driver_only(directory: Path) -> Path:
+    """A directory of the cluster's that its workers cannot see (hidden like the virtualenv):
+    what the driver's machine has and the executors' do not, such as ferry's state directory."""
+    path = directory / "driver-only"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 def hiding_wrapper(directory: Path) -> local_spark.Wrap:
-    """The wrap that starts a worker with this virtualenv and ferry's source hidden."""
+    """The wrap that starts a worker with this virtualenv, ferry's source and the cluster's
+    `driver_only` directory hidden."""
     home = local_spark.spark_home()
+    private = str(driver_only(directory))
     seen = directory / "spark-home"  # where the workers see Spark's home
     seen.mkdir(exist_ok=True)
 
@@ -77,7 +88,7 @@ def hiding_wrapper(directory: Path) -> local_spark.Wrap:
         spark_class = str(seen / Path(command[0]).relative_to(home))
         return [
             *("unshare", "-m", "--propagation", "private", "sh", "-c", HIDE, "hide"),
-            *(str(home), str(seen), *hidden(), "--", spark_class, *command[1:]),
+            *(str(home), str(seen), *hidden(), private, "--", spark_class, *command[1:]),
         ]
 
     return hide_ferry

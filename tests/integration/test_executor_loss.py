@@ -1,7 +1,9 @@
 """Executors and workers lost while `ferry run` copies steady traffic on a Spark cluster.
 
 The session's standalone cluster (`spark_cluster`: two one-core workers that cannot see this
-virtualenv) runs a continuous flow in leases while a producer writes into A. The faults:
+virtualenv) runs a continuous flow in leases while a producer writes into A. Its state
+directory is hidden from the workers too, as on machines of their own: the leases hear from
+the driver when they are over (a re-plan, a stop) and tell it what they copied. The faults:
 
 - exactly-once: one executor SIGKILLed (its JVM and its Python workers), then the driver
   (`ferry run`) SIGKILLed and started again: every record once, in order;
@@ -27,7 +29,7 @@ import pytest
 
 from ferry.local import spark as local_spark
 from ferry.local.broker import BrokerProcess
-from tests.chaos.audit import Audit, audit
+from tests.chaos.audit import Audit, audit, rewinds
 from tests.chaos.faults import FerryProcess
 from tests.chaos.observer import LagMonitor, read_copies, read_source
 from tests.chaos.traffic import SteadyProducer
@@ -36,6 +38,7 @@ from tests.integration.replication_setup import write_config
 from tests.integration.spark_workers import (
     WORKER_CORES,
     WORKER_MEMORY,
+    driver_only,
     executor_of,
     executors_in_status,
     hiding_wrapper,
@@ -60,6 +63,9 @@ def _config(
         brokers,
         topics=topic,
         **{
+            # Where the executors cannot see it, as on machines of their own: the leases learn
+            # that they are over, and report what they copied, from the driver only.
+            "ferry.state.dir": driver_only(Path(cluster.directory)) / tmp_path.name,
             "spark.master": cluster.master_url,
             "spark.executor.cores": WORKER_CORES,
             "spark.executor.memory": "512m",
@@ -108,8 +114,11 @@ def _finish(
     ends = {p: records[-1][0] + 1 if records else 0 for p, records in source.items()}
     _wait(lambda: monitor.reached(ends), ferry, "the catch-up")
     assert ferry.sigterm() == 0
-    result = audit(source, read_copies(b, f"A.{topic}", PARTITIONS))
+    copies = read_copies(b, f"A.{topic}", PARTITIONS)
+    result = audit(source, copies)
     print({n: result.total(n) for n in ("source", "copies", "lost", "duplicated", "reordered")})
+    for rewind in rewinds(copies):  # where duplicates come from, should a bound fail
+        print(rewind)
     return result
 
 

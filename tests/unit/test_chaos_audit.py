@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.chaos.audit import audit
+from tests.chaos.audit import Rewind, audit, rewinds
 
 SOURCE = {0: [(0, 10), (1, 11), (2, 12), (5, 15)], 1: [(0, 20)]}
 
@@ -41,3 +41,15 @@ def test_a_replayed_suffix_is_duplicates_only(offsets: list[int], data: st.DataO
     result = audit(source, {0: copies})
     assert result.total("duplicated") == cut - replay_from
     assert result.total("lost") == result.total("reordered") == 0
+
+
+def test_rewinds_name_where_copies_start_over_and_how_many_follow() -> None:
+    target = {
+        0: [(0, 1), (1, 1), (2, 1), (1, 1), (2, 1), (3, 1), (4, 1)],
+        1: [(0, 1), (1, 1)],
+        2: [(5, 1), (6, 1), (5, 1)],
+    }
+    assert rewinds(target) == [
+        Rewind(partition=0, at=3, highest=2, to=1, records=2),
+        Rewind(partition=2, at=2, highest=6, to=5, records=1),
+    ]

@@ -29,6 +29,10 @@ class FlowSpec(BaseModel):
     bins: int = 2  # Spark's default parallelism, used when the flow sets no `ferry.bins`
     leased: bool = False  # continuous copy in leases (not --once, ferry.lease.seconds > 0)
     run_id: str = ""  # one per `ferry run`: the gap between two leases is measured within one
+    # On a cluster, where leased tasks ask the driver (engine/lease_signals.py), and its token;
+    # empty: they read the state directory (a local master).
+    signals_url: str = ""
+    signals_token: str = ""
 
     @classmethod
     def of(
@@ -38,11 +42,15 @@ class FlowSpec(BaseModel):
         bins: int = 2,
         leased: bool = False,
         run_id: str = "",
+        signals: tuple[str, str] = ("", ""),
     ) -> FlowSpec:
+        """`signals`: the driver's lease signals (url, token), on a cluster."""
         return cls(
             bins=bins,
             leased=leased,
             run_id=run_id,
+            signals_url=signals[0],
+            signals_token=signals[1],
             flow=flow,
             source=config.clusters[flow.source],
             target=config.clusters[flow.target],

@@ -26,6 +26,7 @@ from ferry.engine.flow_spec import FlowSpec, flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
+from ferry.engine.lease_signals import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.plan.remote_topics import TopicManager
 from ferry.engine.spark.cluster import environment_error
@@ -174,6 +175,7 @@ class Runner:
         graph: GraphWatch | None = None
         spark: Any = None
         head_starts: list[HeadStart] = []
+        signals: LeaseSignalServer | None = None
         archive: Any = None  # the class archive this run's JVM writes at exit, if any
         try:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
@@ -206,11 +208,19 @@ class Runner:
             # lease watch counts them.
             cores = available_cores(spark) or int(spark.sparkContext.defaultParallelism)
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
+            if leased and not self._local_master():
+                signals = _serve_lease_signals(spark, root, leased)
+            asks = (signals.url, signals.token) if signals else ("", "")
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
                 bins = _share(cores, len(leased)) if flow in leased else cores
                 spec = FlowSpec.of(
-                    self.config, flow, bins=bins, leased=flow in leased, run_id=run_id
+                    self.config,
+                    flow,
+                    bins=bins,
+                    leased=flow in leased,
+                    run_id=run_id,
+                    signals=asks if flow in leased else ("", ""),
                 )
                 flows.append(_Flow(flow, spec, FlowState(spec.state_dir)))
                 if flow.name in early:  # counted from before the head start copied
@@ -268,6 +278,8 @@ class Runner:
             for f in flows:
                 if f.query is not None and f.query.isActive:
                     f.query.stop()
+            if signals is not None:
+                signals.stop()  # after the queries: their leases ask it until they end
             if archive is not None and archive.pending is not None:
                 archive.finish(spark)  # the next run's JVM starts faster
         return [f.progress for f in flows]
@@ -574,3 +586,13 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return text[:500]
+
+
+def _serve_lease_signals(spark: Any, root: Any, leased: list[FlowConfig]) -> LeaseSignalServer:
+    """On a cluster, the leased flows' state served to their tasks (engine/lease_signals.py),
+    at the driver's address as Spark's executors reach it."""
+    conf = spark.sparkContext.getConf()
+    host = conf.get("spark.driver.host", "127.0.0.1")
+    bind = conf.get("spark.driver.bindAddress", host)
+    states = {flow.name: FlowState(flow_state_dir(root, flow)) for flow in leased}
+    return LeaseSignalServer(states, bind, host).start()

@@ -281,7 +281,17 @@ def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) 
             ctx.target_bootstrap,
             f"could not read ferry's committed progress: {exc}",
         ) from None
-    return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None}
+    failed = [tp for tp in answer if tp.error is not None]
+    if failed:
+        # Never read as "no position": that copies the partition again from its start.
+        tp = failed[0]
+        raise KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"could not read ferry's committed progress of {tp.topic} partition "
+            f"{tp.partition}: {tp.error.name()}: {tp.error.str()}",
+        )
+    return {(tp.topic, tp.partition): tp.offset for tp in answer}
 
 
 def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionResult) -> list[str]:

@@ -48,6 +48,7 @@ from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.executors import UNKNOWN, TaskReport
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
+from ferry.engine.lease_signals import LeaseSignals
 from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
@@ -191,17 +192,24 @@ class MirrorSink(DataSourceStreamWriter):
 
         flow = self.spec.flow
         state = FlowState(self.spec.state_dir)
+        driver = (
+            LeaseSignals(self.spec.signals_url, self.spec.signals_token, flow.name)
+            if self.spec.signals_url
+            else None
+        )
 
         def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
             if self._until is not None:  # the head start: until a task takes over
                 return self._until() or state.stop_marker.exists()
-            return state.stop_marker.exists() or state.replan_marker.exists()
+            if state.stop_marker.exists() or state.replan_marker.exists():
+                return True
+            return driver is not None and driver.over()
 
         terms = LeaseTerms(
             flow.lease_seconds,
             flow.commit_interval,
             lease_over,
-            _live_writer(state),
+            _live_writer(state, driver),
             short_catch_up_slices=not flow.exactly_once,
         )
         runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
@@ -405,9 +413,12 @@ class MirrorSink(DataSourceStreamWriter):
         write_runs(producer, topic, flow.source, self.spec.target, results)
 
 
-def _live_writer(state: FlowState) -> Callable[[list[PartitionResult]], None]:
-    """What a leased task committed so far, for the driver's counters while the lease runs.
-    Statistics only: a state directory this executor cannot write is no reason to stop."""
+def _live_writer(
+    state: FlowState, driver: LeaseSignals | None
+) -> Callable[[list[PartitionResult]], None]:
+    """What a leased task committed so far, for the driver's counters while the lease runs:
+    to the driver on a cluster, else into the state directory. Statistics only: a driver that
+    does not answer, or a state directory this executor cannot write, is no reason to stop."""
     import uuid
 
     from pyspark import TaskContext
@@ -419,8 +430,12 @@ def _live_writer(state: FlowState) -> Callable[[list[PartitionResult]], None]:
     began = time.time()
 
     def write(results: list[PartitionResult]) -> None:
+        entries = [partition_entry(r) for r in results]
+        if driver is not None:
+            driver.write_live(name, entries, executor, began)
+            return
         with contextlib.suppress(OSError):
-            state.write_live(name, [partition_entry(r) for r in results], executor, began)
+            state.write_live(name, entries, executor, began)
 
     return write
 

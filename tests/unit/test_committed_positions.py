@@ -1,0 +1,47 @@
+"""Reading the flow's committed progress: a partition the target answers with an error is an
+error, never "no position" (a lease would copy that partition again from its start)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from ferry.engine.copy.exactly_once import committed_positions
+from ferry.engine.copy.types import CopyContext, CopyRange
+from ferry.errors import KafkaUnavailableError
+
+CTX = CopyContext("A", "a:9092", "source-id", "B", "b:9092", "target-id")
+WORK = [CopyRange("orders", p, 0, 100, "A.orders", 1_048_588) for p in (0, 1)]
+
+
+@dataclass
+class Answer:  # what librdkafka's committed() gives per partition
+    topic: str
+    partition: int
+    offset: int
+    error: KafkaError | None = None
+
+
+class Progress:
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = answers
+
+    def committed(self, _request: Any, timeout: float) -> list[Answer]:
+        return self.answers
+
+
+def test_positions_by_remote_partition_and_none_yet_as_is() -> None:
+    progress = Progress([Answer("A.orders", 0, 42), Answer("A.orders", 1, -1001)])
+    assert committed_positions(progress, WORK, CTX) == {("A.orders", 0): 42, ("A.orders", 1): -1001}
+
+
+def test_a_partition_answered_with_an_error_names_it_and_fails() -> None:
+    error = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    progress = Progress([Answer("A.orders", 0, 42), Answer("A.orders", 1, -1001, error)])
+    with pytest.raises(KafkaUnavailableError) as raised:
+        committed_positions(progress, WORK, CTX)
+    assert "A.orders partition 1" in str(raised.value)
+    assert "COORDINATOR_LOAD_IN_PROGRESS" in str(raised.value)
