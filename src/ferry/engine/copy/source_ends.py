@@ -21,7 +21,7 @@ def high_watermarks(
     ends: dict[tuple[str, int], int] = {}
     for topic, partition in partitions:
         try:
-            _low, high = consumer.get_watermark_offsets(
+            answer = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS, cached=False
             )
         except KafkaException as exc:
@@ -30,5 +30,15 @@ def high_watermarks(
                 ctx.source_bootstrap,
                 f"could not read the end of {topic} partition {partition}: {exc}",
             ) from None
-        ends[(topic, partition)] = high
+        # None: timed out. Below 0: no offset. Neither may read as an end below ferry's
+        # position, which would copy the partition again from its start.
+        if answer is None or answer[1] < 0:
+            what = f"answered {answer[1]}" if answer is not None else "no answer"
+            raise KafkaUnavailableError(
+                ctx.source_alias,
+                ctx.source_bootstrap,
+                f"could not read the end of {topic} partition {partition}: {what} "
+                f"within {TIMEOUT_SECONDS:.0f}s",
+            )
+        ends[(topic, partition)] = answer[1]
     return ends

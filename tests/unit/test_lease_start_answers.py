@@ -1,5 +1,6 @@
-"""Reading the flow's committed progress: a partition the target answers with an error is an
-error, never "no position" (a lease would copy that partition again from its start)."""
+"""Where a lease starts reads two answers: the flow's committed progress on the target, and
+the source's end. A partition either answers with an error is an error, never "no position"
+or "an end below the position" (either would copy the partition again from its start)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from ferry.engine.copy.exactly_once import committed_positions
+from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.errors import KafkaUnavailableError
 
@@ -45,3 +47,25 @@ def test_a_partition_answered_with_an_error_names_it_and_fails() -> None:
         committed_positions(progress, WORK, CTX)
     assert "A.orders partition 1" in str(raised.value)
     assert "COORDINATOR_LOAD_IN_PROGRESS" in str(raised.value)
+
+
+class Source:
+    def __init__(self, high: int | None) -> None:
+        self.high = high
+
+    def get_watermark_offsets(
+        self, _tp: Any, timeout: float, cached: bool
+    ) -> tuple[int, int] | None:
+        assert cached is False  # the leader's answer now, not librdkafka's cache
+        return None if self.high is None else (0, self.high)  # None: timed out
+
+
+def test_a_source_end_is_the_leaders_high_watermark() -> None:
+    assert high_watermarks(Source(500), [("orders", 3)], CTX) == {("orders", 3): 500}
+
+
+@pytest.mark.parametrize("high", [-1001, None])
+def test_an_end_without_an_offset_fails_instead_of_reading_as_recreated(high: int | None) -> None:
+    with pytest.raises(KafkaUnavailableError) as raised:
+        high_watermarks(Source(high), [("orders", 3)], CTX)
+    assert "orders partition 3" in str(raised.value)
