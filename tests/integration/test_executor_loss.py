@@ -91,8 +91,11 @@ def _wait(condition: Callable[[], bool], ferry: FerryProcess, what: str) -> None
 
 
 def _progress(monitor: LagMonitor, ferry: FerryProcess, what: str) -> None:
+    """PROGRESS more copies, and on every partition: a backlog the surviving executor catches
+    up on would bring the copies alone, before the lost executor's partitions move again."""
     target = monitor.seen + PROGRESS
-    _wait(lambda: monitor.seen >= target, ferry, what)
+    each = {p: monitor.next_origin.get(p, 0) + PROGRESS // PARTITIONS for p in range(PARTITIONS)}
+    _wait(lambda: monitor.seen >= target and monitor.reached(each), ferry, what)
 
 
 def _sigkill_tree(process: psutil.Process) -> None:
