@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from ferry.engine.flow_state import FlowState
-from ferry.engine.lease_signals import TOKEN_HEADER, LeaseSignals, LeaseSignalServer
+from ferry.engine.lease_signals import (
+    QUIET_SECONDS,
+    TOKEN_HEADER,
+    LeaseSignals,
+    LeaseSignalServer,
+)
 
 FLOW = "A->B"
 
@@ -96,3 +101,22 @@ def test_a_driver_that_does_not_answer_leaves_the_lease_running(
     gone = LeaseSignals(url, server.token, FLOW)
     assert gone.over() is False
     gone.write_live("0-0-abc", [], {"id": "1"}, 0.0)  # no error: statistics only
+
+
+def test_after_a_request_the_driver_did_not_answer_the_task_asks_nothing_for_a_while(
+    served: tuple[LeaseSignalServer, FlowState],
+) -> None:
+    server, state = served
+    now = [100.0]
+    out_of_reach = LeaseSignals("http://127.0.0.1:1", server.token, FLOW, clock=lambda: now[0])
+    assert out_of_reach.over() is False  # refused: quiet from now on
+    out_of_reach._base = f"{server.url}/flows/A-%3EB"  # the driver answers again
+    state.stop_marker.touch()
+    now[0] += QUIET_SECONDS / 2
+    assert out_of_reach.over() is False  # not asked
+    out_of_reach.write_live("0-0-abc", [], {"id": "1"}, 0.0)
+    assert state.running_tasks() == {}  # not sent
+    now[0] += QUIET_SECONDS
+    assert out_of_reach.over() is True
+    out_of_reach.write_live("0-0-abc", [], {"id": "1"}, 0.0)
+    assert set(state.running_tasks()) == {"0-0-abc"}

@@ -17,7 +17,8 @@ answers nothing without it.
 
 A driver that does not answer changes nothing in a task: its lease runs on to its end (Spark
 ends the executors of a driver that is gone), and its counters are statistics, sent again
-after the next slice.
+after a later slice; the task asks nothing for `QUIET_SECONDS` after such a request, so a
+driver out of reach costs a slice one timeout, not one per slice.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -40,6 +41,9 @@ __all__ = ["POLL_SECONDS", "LeaseSignalServer", "LeaseSignals"]
 
 POLL_SECONDS = 0.5  # a lease asks whether it is over at most this often
 TIMEOUT_SECONDS = 2.0  # per request; a slow answer must not hold a slice up for long
+# After a request the driver did not answer, the task asks nothing for this long: a driver out
+# of reach would otherwise cost each slice a timeout.
+QUIET_SECONDS = 10.0
 TOKEN_HEADER = "X-Ferry-Token"
 TASK_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # a file name in the state directory
 
@@ -133,16 +137,20 @@ def _handler(states: dict[str, FlowState], token: str) -> type[BaseHTTPRequestHa
 class LeaseSignals:
     """A leased task's side: asks the driver at `url` about flow `flow`."""
 
-    def __init__(self, url: str, token: str, flow: str) -> None:
+    def __init__(
+        self, url: str, token: str, flow: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._base = f"{url}/flows/{urllib.parse.quote(flow, safe='')}"
         self._token = token
+        self._clock = clock
         self._asked = float("-inf")
+        self._quiet_until = float("-inf")
         self._over = False
 
     def over(self) -> bool:
         """Whether the driver says the lease is over (asked at most every POLL_SECONDS; a
         driver that does not answer: not over)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._over or now - self._asked < POLL_SECONDS:
             return self._over
         self._asked = now
@@ -161,6 +169,8 @@ class LeaseSignals:
     def _request(
         self, method: str, action: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any] | None:
+        if self._clock() < self._quiet_until:
+            return None
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             f"{self._base}/{action}",
@@ -173,4 +183,5 @@ class LeaseSignals:
                 answer: dict[str, Any] = json.loads(response.read())
                 return answer
         except (OSError, ValueError):  # unreachable, refused, timed out, an HTTP error
+            self._quiet_until = self._clock() + QUIET_SECONDS
             return None
