@@ -15,6 +15,7 @@ from ferry.engine.flow_state import FlowState
 from ferry.engine.lease_signals import (
     QUIET_SECONDS,
     TOKEN_HEADER,
+    UNHEARD_SECONDS,
     LeaseSignals,
     LeaseSignalServer,
 )
@@ -120,3 +121,30 @@ def test_after_a_request_the_driver_did_not_answer_the_task_asks_nothing_for_a_w
     assert out_of_reach.over() is True
     out_of_reach.write_live("0-0-abc", [], {"id": "1"}, 0.0)
     assert set(state.running_tasks()) == {"0-0-abc"}
+
+
+def test_a_lease_whose_tasks_never_ask_is_said_once_with_the_address(
+    served: tuple[LeaseSignalServer, FlowState],
+) -> None:
+    server, state = served
+    state.write_slots(2)
+    state.write_lease(1, {"orders": 4})
+    planned = state.lease_planned_at()
+    assert planned is not None
+    assert server.unheard(now=planned + UNHEARD_SECONDS - 1) == []  # tasks still starting
+    [line] = server.unheard(now=planned + UNHEARD_SECONDS)
+    assert f"flow {FLOW}: no leased task has reached ferry run at {server.url}" in line
+    assert server.unheard(now=planned + 2 * UNHEARD_SECONDS) == []  # said once
+
+
+def test_a_lease_whose_tasks_asked_or_that_has_no_slots_is_not_said(
+    served: tuple[LeaseSignalServer, FlowState],
+) -> None:
+    server, state = served
+    state.write_lease(1, {"orders": 4})
+    planned = state.lease_planned_at()
+    assert planned is not None
+    assert server.unheard(now=planned + UNHEARD_SECONDS) == []  # no executor yet
+    state.write_slots(1)
+    _fresh(server).over()
+    assert server.unheard(now=planned + UNHEARD_SECONDS) == []

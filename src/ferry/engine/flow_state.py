@@ -117,6 +117,11 @@ class FlowState:
         """The topics (and partition counts) the running lease copies, as the planner wrote."""
         return {str(t): int(n) for t, n in self._read("lease.json").get("topics", {}).items()}
 
+    def lease_planned_at(self) -> float | None:
+        """When the planner planned the running lease (wall seconds); None before the first."""
+        planned = self._read("lease.json").get("time")
+        return float(planned) if isinstance(planned, int | float) else None
+
     def write_lease(self, lease: int, topics: dict[str, int]) -> None:
         self._write("lease.json", {"lease": lease, "time": time.time(), "topics": topics})
 

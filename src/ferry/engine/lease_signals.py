@@ -44,6 +44,9 @@ TIMEOUT_SECONDS = 2.0  # per request; a slow answer must not hold a slice up for
 # After a request the driver did not answer, the task asks nothing for this long: a driver out
 # of reach would otherwise cost each slice a timeout.
 QUIET_SECONDS = 10.0
+# A lease planned this long ago, with Spark slots to run on, whose tasks never asked: they
+# cannot reach the driver (a firewall, a driver address the executors cannot resolve).
+UNHEARD_SECONDS = 60.0
 TOKEN_HEADER = "X-Ferry-Token"
 TASK_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # a file name in the state directory
 
@@ -55,7 +58,12 @@ class LeaseSignalServer:
         """`states`: by flow name. Listens on `bind` (a free port); tasks reach it at
         `advertised`, the driver's address as executors know it."""
         self.token = secrets.token_hex(16)
-        self._server = ThreadingHTTPServer((bind, 0), _handler(dict(states), self.token))
+        self._states = dict(states)
+        self._heard: dict[str, float] = {}  # by flow: when one of its tasks last asked
+        self._said: set[str] = set()
+        self._server = ThreadingHTTPServer(
+            (bind, 0), _handler(self._states, self.token, self._heard)
+        )
         self._server.daemon_threads = True
         self.url = f"http://{_host(advertised)}:{self._server.server_address[1]}"
         self._thread = threading.Thread(
@@ -70,12 +78,36 @@ class LeaseSignalServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def unheard(self, now: float | None = None) -> list[str]:
+        """A sentence for each flow whose running lease was planned UNHEARD_SECONDS ago or
+        more, with slots to run on, and none of whose tasks asked since: leases that will not
+        hear that they are over, nor report what they copy. Once per flow."""
+        now = time.time() if now is None else now
+        lines = []
+        for name, state in self._states.items():
+            planned = state.lease_planned_at()
+            if name in self._said or planned is None or state.slots() is None:
+                continue
+            if now - planned < UNHEARD_SECONDS or self._heard.get(name, 0.0) >= planned:
+                continue
+            self._said.add(name)
+            lines.append(
+                f"flow {name}: no leased task has reached ferry run at {self.url} in "
+                f"{now - planned:.0f} s since its lease was planned. If Spark runs its tasks, "
+                "the executors cannot reach this address (a firewall, or spark.driver.host "
+                "not resolvable there): their leases end only after ferry.lease.seconds, and "
+                "their counters arrive only then"
+            )
+        return lines
+
 
 def _host(address: str) -> str:
     return f"[{address}]" if ":" in address else address  # an IPv6 literal
 
 
-def _handler(states: dict[str, FlowState], token: str) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    states: dict[str, FlowState], token: str, heard: dict[str, float]
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state = self._state("over")
@@ -118,6 +150,7 @@ def _handler(states: dict[str, FlowState], token: str) -> type[BaseHTTPRequestHa
             if name not in states:
                 self._answer(404, {"error": f"no leased flow {name}"})
                 return None
+            heard[name] = time.time()
             return states[name]
 
         def _answer(self, code: int, body: dict[str, Any]) -> None:

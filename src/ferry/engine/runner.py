@@ -124,6 +124,7 @@ class Runner:
         self._last_tick = time.monotonic()
         self._reach = Reachability()  # what the console last said of each cluster
         self._flows: list[_Flow] = []  # while running (the API asks how each flow is)
+        self._signals: LeaseSignalServer | None = None  # on a cluster, while running
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -209,7 +210,8 @@ class Runner:
             cores = available_cores(spark) or int(spark.sparkContext.defaultParallelism)
             leased = [f for f in self.config.enabled_flows if f.leased and not self.once]
             if leased and not self._local_master():
-                signals = _serve_lease_signals(spark, root, leased)
+                signals = self._signals = _serve_lease_signals(spark, root, leased)
+                self._notice(f"leased tasks ask ferry run at {signals.url} (lease signals)")
             asks = (signals.url, signals.token) if signals else ("", "")
             for flow in self.config.enabled_flows:
                 # Leases hold their cores for the whole lease: the flows share them out.
@@ -449,6 +451,9 @@ class Runner:
             for f in flows:
                 self._check(spark, f)
             self._update_progress(flows)
+            if self._signals is not None:
+                for line in self._signals.unheard():
+                    self._notice(line)
             if all(f.progress.done for f in flows):
                 return
             if self._stopping:
