@@ -282,6 +282,7 @@ class Runner:
                     f.query.stop()
             if signals is not None:
                 signals.stop()  # after the queries: their leases ask it until they end
+                self._signals = None
             if archive is not None and archive.pending is not None:
                 archive.finish(spark)  # the next run's JVM starts faster
         return [f.progress for f in flows]
