@@ -14,7 +14,8 @@ target, as any lease does. In exactly-once mode the task also starts its produce
 which fences the head start's if it were somehow still writing.
 
 Only with a local master: the handover goes through the driver's state directory, which a
-cluster's executors cannot see.
+cluster's executors cannot see (engine/lease_signals.py serves them the markers that end a
+lease, not this handover).
 """
 
 from __future__ import annotations
