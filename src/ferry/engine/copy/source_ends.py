@@ -33,12 +33,15 @@ def high_watermarks(
         # None: timed out. Below 0: no offset. Neither may read as an end below ferry's
         # position, which would copy the partition again from its start.
         if answer is None or answer[1] < 0:
-            what = f"answered {answer[1]}" if answer is not None else "no answer"
+            what = (
+                f"the leader answered offset {answer[1]}"
+                if answer is not None
+                else f"no answer within {TIMEOUT_SECONDS:.0f}s"
+            )
             raise KafkaUnavailableError(
                 ctx.source_alias,
                 ctx.source_bootstrap,
-                f"could not read the end of {topic} partition {partition}: {what} "
-                f"within {TIMEOUT_SECONDS:.0f}s",
+                f"could not read the end of {topic} partition {partition}: {what}",
             )
         ends[(topic, partition)] = answer[1]
     return ends
