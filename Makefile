@@ -70,6 +70,7 @@ lint: setup
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/ruff format --check src tests scripts bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 demo: setup
 	$(BIN)/ferry demo

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 
-from ferry import topology
 from ferry.config.model import ClusterConfig
+from ferry.graph import hops
 from ferry.kafka.errors import unavailable
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import CheckpointStore, RunsStore
@@ -129,7 +129,7 @@ def _topic_names(cluster: Cluster, timeout: float) -> list[str]:
 def upstream_clusters(cluster: Cluster, *, separator: str = ".", timeout: float = 10.0) -> set[str]:
     """Every cluster whose data reaches `cluster`, over any number of hops (MM2's
     `RemoteClusterUtils.upstreamClusters`), read from its replicated heartbeats topics."""
-    return topology.upstream_clusters(_topic_names(cluster, timeout), PrefixPolicy(separator))
+    return hops.upstream_clusters(_topic_names(cluster, timeout), PrefixPolicy(separator))
 
 
 def replication_hops(
@@ -138,4 +138,4 @@ def replication_hops(
     """How many hops data from `source_alias` takes to reach `cluster`; -1 if it never does
     (MM2's `RemoteClusterUtils.replicationHops`)."""
     topics = _topic_names(cluster, timeout)
-    return topology.replication_hops(topics, PrefixPolicy(separator), source_alias)
+    return hops.replication_hops(topics, PrefixPolicy(separator), source_alias)

@@ -26,8 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from ferry.config import FerryConfig, load_config
 from ferry.engine.runner import Runner
 from ferry.errors import KafkaUnavailableError
+from ferry.http.metrics_server import MetricsServer
 from ferry.local.broker import BrokerProcess
-from ferry.monitor.http import MetricsServer
 from ferry.monitor.sampler import KafkaSampler, OffsetPair
 from ferry.monitor.service import MonitorService
 from ferry.monitor.sync_delay import DelayKind

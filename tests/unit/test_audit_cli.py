@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ferry.audit import report, spark_job
-from ferry.audit.spark_job import TopicResult
+from ferry.audit.model import TopicResult
 from ferry.cli.app import app
 from ferry.errors import FerryError
 

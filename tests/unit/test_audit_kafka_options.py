@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ferry.audit.spark_job import kafka_options
+from ferry.audit.kafka_options import kafka_options
 from ferry.config.model import ClusterConfig
 from ferry.local.security import prepare
 from ferry.secrets import SPARK_OPTIONS_REDACTION_REGEX, redact

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from ferry.audit.spark_job import TopicResult
+from ferry.audit.model import TopicResult
 from ferry.config import FerryConfig
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import KafkaUnavailableError

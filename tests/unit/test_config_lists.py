@@ -8,8 +8,8 @@ import pytest
 
 from ferry.config import load_config
 from ferry.errors import ConfigError
+from ferry.graph.selection import TopicSelector
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 CLUSTERS = "clusters:\n  A: {bootstrap.servers: 'h:1'}\n  B: {bootstrap.servers: 'h:2'}\n"
 

@@ -17,10 +17,10 @@ from ferry.api.history import History, Sample
 from ferry.config import load_config
 from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
-from ferry.control.model import FlowControl
-from ferry.control.status import Condition
 from ferry.engine.flow_state import FlowState
 from ferry.errors import ConfigError, KafkaUnavailableError
+from ferry.flows.control import FlowControl
+from ferry.flows.status import Condition
 
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

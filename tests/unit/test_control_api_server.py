@@ -24,8 +24,8 @@ from ferry.api.server import address_file, serve
 from ferry.config import load_config
 from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
-from ferry.control.status import Condition
 from ferry.errors import FerryError
+from ferry.flows.status import Condition
 
 
 def _config(tmp_path: Path, more: str = "") -> FerryConfig:

@@ -9,9 +9,9 @@ import pytest
 from ferry.config import load_config
 from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
-from ferry.control.model import FlowControl
 from ferry.engine.flow_state import FlowState
 from ferry.errors import RejectedChangeError
+from ferry.flows.control import FlowControl
 
 TOPICS = {"A": {"orders"}, "B": {"orders"}, "C": {"orders", "payments"}}
 

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.config.model import FlowConfig
-from ferry.control.model import FlowControl
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.policy import PrefixPolicy
-from ferry.selection import TopicSelector
 
 TOPICS = st.sampled_from(["orders", "payments", "audit", "A.orders"])
 CHANGES = st.lists(st.tuples(st.sampled_from(["add", "remove"]), TOPICS), max_size=12)

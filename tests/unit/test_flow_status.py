@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ferry.control.model import FlowControl
-from ferry.control.status import Condition, FlowStatus, flow_status
+from ferry.flows.control import FlowControl
+from ferry.flows.status import Condition, FlowStatus, flow_status
 
 DOWN = "cluster B (127.0.0.1:2) is unreachable: Connection refused"
 FAILED = "flow A->B failed in Spark: TOPIC_AUTHORIZATION_FAILED"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
-from ferry.control.model import FlowControl
 from ferry.engine.flow_state import FlowState
 from ferry.engine.graph_watch import GraphWatch
+from ferry.flows.control import FlowControl
 
 IDENTITY = PolicySpec(kind="identity")
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ferry.engine.flow_state import FlowState
-from ferry.engine.head_start import take_over
+from ferry.engine.handover import take_over
 
 
 def test_without_a_head_start_a_task_starts_at_once(tmp_path: Path) -> None:

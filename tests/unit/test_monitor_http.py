@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError
-from ferry.monitor.http import MetricsServer
+from ferry.http.metrics_server import MetricsServer
 from ferry.monitor.metrics import MonitorMetrics
 from ferry.monitor.sampler import FlowSample, OffsetPair
 from ferry.monitor.service import MonitorService, serve

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.control.status import Condition
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner, _Flow
 from ferry.errors import ReplicationError, error_to_text
+from ferry.flows.status import Condition
 
 FATAL = ReplicationError(
     "not allowed to read", cluster="A", topic="orders", fix="grant the ferry principal Read"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ferry.config.model import FlowConfig
+from ferry.graph.selection import TopicSelector
 from ferry.policy import IdentityPolicy, PrefixPolicy
-from ferry.selection import TopicSelector
 
 INTERNAL = [
     "ferry-offset-runs.A.internal",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ferry.graph.hops import replication_hops, upstream_clusters
 from ferry.policy import IdentityPolicy, PrefixPolicy, RenamePolicy
-from ferry.topology import replication_hops, upstream_clusters
 
 PREFIX = PrefixPolicy()
 TOPICS = ["heartbeats", "A.heartbeats", "C.B.A.heartbeats", "B.A.heartbeats", "orders", "A.x"]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
-from ferry.topology_check import check_config, check_topics, example_topics
+from ferry.graph.check import check_config, check_topics, example_topics
 
 ALIASES = ("A", "B", "C", "D")
 IDENTITY = PolicySpec(kind="identity")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
-from ferry.control.model import FlowControl
-from ferry.topology_check import check_topics
-from ferry.topology_guard import new_errors, refusals
+from ferry.flows.control import FlowControl
+from ferry.graph.check import check_topics
+from ferry.graph.guard import new_errors, refusals
 
 IDENTITY = PolicySpec(kind="identity")
 

@@ -25,8 +25,8 @@ from ferry.api.events import Events
 from ferry.api.history import History
 from ferry.api.views import flow_summary, partition_rows
 from ferry.control.controller import Controller
-from ferry.control.status import Condition
 from ferry.errors import FerryError, KafkaUnavailableError, RejectedChangeError, UnknownFlowError
+from ferry.flows.status import Condition
 
 __all__ = ["CONSOLE_DIR", "Conditions", "Failover", "Restart", "create_app"]
 

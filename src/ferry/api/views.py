@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ferry.config.model import FlowConfig
-from ferry.control.model import FlowControl
-from ferry.control.status import Condition, flow_status
 from ferry.engine.flow_state import FlowState
 from ferry.engine.latency import Histogram
+from ferry.flows.control import FlowControl
+from ferry.flows.status import Condition, flow_status
 
 __all__ = ["flow_summary", "latency_totals", "partition_rows"]
 

@@ -21,15 +21,16 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from ferry.audit.spark_job import FlowPlan, TopicPlan, offsets_of, plan_flow
+from ferry.audit.model import FlowPlan, TopicPlan
+from ferry.audit.plan import offsets_of, plan_flow
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["chain_flows", "plan_chain"]
 

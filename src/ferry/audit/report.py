@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ferry.audit.spark_job import TopicResult
+from ferry.audit.model import TopicResult
 
 __all__ = ["chart", "completeness", "has_missing", "table_rows", "to_json"]
 

@@ -1,222 +1,23 @@
 """The audit as a Spark batch job: both clusters read with Spark's Kafka connector, joined.
 
-`plan_flow` asks the clusters (admin clients only) what to read: per topic the source and
-remote partitions' offsets at the audit's start and the flow's replicated positions. Positions
-are read first, so a record copied while the audit reads is never taken for lost. `audit_flow`
-reads those offsets (read_committed; keys and values are not read) and applies the rules of
-diff.py as DataFrame operations: the work is spread over the source and remote partitions, and
-the driver collects only per-bucket counts and at most `range_limit` ranges of each kind.
+`audit_flow` reads the offsets a plan names (audit/plan.py; read_committed; keys and values
+are not read) and applies the rules of diff.py as DataFrame operations: the work is spread
+over the source and remote partitions, and the driver collects only per-bucket counts and at
+most `range_limit` ranges of each kind.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
 from ferry.audit.diff import merge_ranges
+from ferry.audit.kafka_options import kafka_options
+from ferry.audit.model import FlowPlan, Offsets, TopicResult
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
 from ferry.kafka.provenance import ORIGIN_HEADER
-from ferry.ops.status import replicated_positions
-from ferry.policy import policy_for
-from ferry.secrets import register
-from ferry.selection import TopicSelector
 
-__all__ = [
-    "FlowPlan",
-    "TopicPlan",
-    "TopicResult",
-    "audit_flow",
-    "audit_flows",
-    "audit_session",
-    "offsets_of",
-    "plan_flow",
-]
-
-Offsets = dict[int, tuple[int, int]]  # partition -> (first held offset, end offset)
-
-
-@dataclass(frozen=True)
-class TopicPlan:
-    topic: str
-    remote_topic: str
-    source: Offsets
-    remote: Offsets  # empty when the remote topic does not exist (yet)
-    positions: dict[int, int]  # source partition -> replicated position (next offset)
-
-
-@dataclass(frozen=True)
-class FlowPlan:
-    name: str
-    source: ClusterConfig
-    target: ClusterConfig
-    source_cluster_id: str
-    topics: list[TopicPlan]
-
-
-@dataclass
-class TopicResult:
-    topic: str
-    remote_topic: str
-    source: int = 0
-    copied: int = 0
-    copies: int = 0
-    missing: int = 0
-    duplicated: int = 0
-    foreign: int = 0
-    expired: int = 0
-    in_flight: int = 0
-    # Replication delay (first copy's append time minus the source record's timestamp), when
-    # the remote topic stamps records with LogAppendTime; None where it keeps CreateTime (a
-    # copy keeps its source record's timestamp, so there is nothing to measure).
-    delay_p50_ms: int | None = None
-    delay_p99_ms: int | None = None
-    # bucket start (ms) -> {"source", "copied", "missing", "in_flight", "duplicated", "target"}
-    # and, where measured, "delay_p50_ms" and "delay_p99_ms"
-    buckets: dict[int, dict[str, int]] = field(default_factory=dict)
-    missing_ranges: list[dict[str, int]] = field(default_factory=list)
-    duplicated_ranges: list[dict[str, int]] = field(default_factory=list)
-    foreign_ranges: list[dict[str, int]] = field(default_factory=list)
-    ranges_truncated: bool = False
-
-
-def plan_flow(
-    config: FerryConfig, flow: FlowConfig, topics: str, timeout: float = 10.0
-) -> FlowPlan:
-    """What to read for `flow`: its replicated topics that match `topics` (a regex)."""
-    source = config.clusters[flow.source]
-    target = config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
-    selector = TopicSelector(flow, policy)
-    wanted = re.compile(topics)
-    source_admin = clients.admin_client(source.admin_config())
-    target_admin = clients.admin_client(target.admin_config())
-    try:
-        source_md = source_admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise unavailable(source, exc) from None
-    try:
-        target_md = target_admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise unavailable(target, exc) from None
-    names = sorted(
-        name
-        for name, md in source_md.topics.items()
-        if md.error is None
-        and selector.accepts(name)
-        and not policy.is_heartbeats_topic(name)
-        and wanted.fullmatch(name)
-    )
-    partitions = [(t, p) for t in names for p in source_md.topics[t].partitions]
-    # Positions before ends: whatever is copied meanwhile stays below the ends read next.
-    positions = replicated_positions(target, flow, partitions, timeout)
-    source_offsets = offsets_of(source_admin, source, partitions, timeout)
-    plans = []
-    for name in names:
-        remote = policy.remote_topic(flow.source, name)
-        remote_md = target_md.topics.get(remote)
-        remote_parts = (
-            [(remote, p) for p in remote_md.partitions]
-            if remote_md is not None and remote_md.error is None
-            else []
-        )
-        remote_offsets = offsets_of(target_admin, target, remote_parts, timeout)
-        plans.append(
-            TopicPlan(
-                name,
-                remote,
-                {p: o for (t, p), o in source_offsets.items() if t == name},
-                {p: o for (_, p), o in remote_offsets.items()},
-                {p: pos for (t, p), pos in positions.items() if t == name},
-            )
-        )
-    return FlowPlan(flow.name, source, target, str(source_md.cluster_id), plans)
-
-
-def offsets_of(
-    admin: Any, cluster: ClusterConfig, partitions: list[tuple[str, int]], timeout: float
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """(earliest, last stable offset) of each partition."""
-    if not partitions:
-        return {}
-    found: dict[str, dict[tuple[str, int], int]] = {}
-    for kind, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-        )
-        found[kind] = {}
-        for tp, future in futures.items():
-            try:
-                found[kind][(tp.topic, tp.partition)] = int(future.result().offset)
-            except KafkaException as exc:
-                raise unavailable(cluster, exc) from None
-    return {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
-
-
-def kafka_options(cluster: ClusterConfig) -> dict[str, str]:
-    """The Java client settings Spark's connector needs to reach `cluster` (librdkafka's
-    security keys translated: protocol, SASL PLAIN/SCRAM credentials, a PEM CA file)."""
-    conf = cluster.consumer_config()
-    options = {"kafka.bootstrap.servers": cluster.bootstrap_servers}
-    for key in ("security.protocol", "sasl.mechanism"):
-        if key in conf:
-            options[f"kafka.{key}"] = conf[key]
-    if "sasl.mechanisms" in conf:
-        options["kafka.sasl.mechanism"] = conf["sasl.mechanisms"]
-    if "sasl.username" in conf:
-        module = (
-            "org.apache.kafka.common.security.scram.ScramLoginModule"
-            if options.get("kafka.sasl.mechanism", "PLAIN").startswith("SCRAM")
-            else "org.apache.kafka.common.security.plain.PlainLoginModule"
-        )
-        options["kafka.sasl.jaas.config"] = (
-            f'{module} required username="{conf["sasl.username"]}" '
-            f'password="{conf.get("sasl.password", "")}";'
-        )
-    options.update({f"kafka.{key}": value for key, value in java_tls_options(conf).items()})
-    return options
-
-
-def java_tls_options(conf: dict[str, str]) -> dict[str, str]:
-    """librdkafka's TLS settings as a Java client's: PEM trust and key stores (Java's Kafka
-    client reads PEM since 2.7), a PKCS12 keystore as it is, host name checks."""
-    java: dict[str, str] = {}
-    if "ssl.ca.location" in conf:
-        java["ssl.truststore.type"] = "PEM"
-        java["ssl.truststore.location"] = conf["ssl.ca.location"]
-    elif "ssl.ca.pem" in conf:
-        java["ssl.truststore.type"] = "PEM"
-        java["ssl.truststore.certificates"] = conf["ssl.ca.pem"]
-    if "ssl.keystore.location" in conf:
-        java["ssl.keystore.type"] = "PKCS12"
-        java["ssl.keystore.location"] = conf["ssl.keystore.location"]
-        if "ssl.keystore.password" in conf:
-            java["ssl.keystore.password"] = conf["ssl.keystore.password"]
-    elif "ssl.key.location" in conf or "ssl.key.pem" in conf:
-        # Java's PEM keystore is one key and its chain, inline or in one file.
-        java["ssl.keystore.type"] = "PEM"
-        key_file, cert_file = conf.get("ssl.key.location"), conf.get("ssl.certificate.location")
-        if key_file is not None and key_file == cert_file:
-            java["ssl.keystore.location"] = key_file
-        else:
-            java["ssl.keystore.key"] = conf.get("ssl.key.pem") or Path(str(key_file)).read_text()
-            register(java["ssl.keystore.key"])  # read from a file: no config key named it
-            java["ssl.keystore.certificate.chain"] = (
-                conf.get("ssl.certificate.pem") or Path(str(cert_file)).read_text()
-            )
-    if "ssl.key.password" in conf:
-        java["ssl.key.password"] = conf["ssl.key.password"]
-    if conf.get("ssl.endpoint.identification.algorithm") == "none":
-        java["ssl.endpoint.identification.algorithm"] = ""
-    return java
+__all__ = ["audit_flow", "audit_flows", "audit_session"]
 
 
 def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> Any:

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ferry.cli.console import out
 from ferry.errors import FerryError
+from ferry.terminal.console import out
 
 __all__ = ["flows_app", "topics_app"]
 

@@ -15,9 +15,9 @@ import typer
 
 from ferry.cli.api_commands import flows_app, topics_app
 from ferry.cli.cluster_commands import pack, spark_app
-from ferry.cli.console import err, make_console, out, styled
 from ferry.errors import FerryError
 from ferry.secrets import HIDDEN
+from ferry.terminal.console import err, make_console, out, styled
 
 __all__ = ["app", "main"]
 
@@ -197,9 +197,9 @@ def _print_control_state(cfg: Any) -> None:
 
 
 def _check_topology(cfg: Any, config: Path, command: str) -> Any:
-    """Print the graph's warnings and errors; exit 1 if it has errors (see topology_check)."""
+    """Print the graph's warnings and errors; exit 1 if it has errors (see ferry.graph.check)."""
     from ferry.cli.topology_view import print_findings
-    from ferry.topology_check import check_config
+    from ferry.graph.check import check_config
 
     report = check_config(cfg)
     print_findings(err, report, config)
@@ -247,9 +247,9 @@ def run(
     ] = "127.0.0.1",
 ) -> None:
     """Replicate every enabled flow (one Spark streaming query each) until stopped."""
-    from ferry.cli.progress_view import ProgressView, summary_table
     from ferry.control.controller import Controller
     from ferry.engine.runner import Runner
+    from ferry.terminal.progress_view import ProgressView, summary_table
 
     cfg = _load(config)
     _print_notes(cfg)
@@ -330,7 +330,7 @@ def topology(
     """Print the replication graph (clusters, flows, policies, topics) with its warnings and
     errors; exits 1 if a route would copy records twice or forever."""
     from ferry.cli.topology_view import draw_png, print_findings, print_graph
-    from ferry.topology_check import check_config
+    from ferry.graph.check import check_config
 
     cfg = _load(config)
     report = check_config(cfg)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ferry.cli.console import out, styled
+from ferry.terminal.console import out, styled
 
 __all__ = ["pack", "spark_app"]
 

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ferry.cli.console import styled
 from ferry.config.model import FerryConfig
-from ferry.topology_check import TopologyReport, policy_label
+from ferry.graph.check import TopologyReport, policy_label
+from ferry.terminal.console import styled
 
 __all__ = ["draw_png", "print_findings", "print_graph"]
 

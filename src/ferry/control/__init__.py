@@ -1,8 +1,4 @@
-"""Changes to replication made while it runs: which topics a flow copies beyond (or despite)
-its config file, and whether it is paused. The pure model (`FlowControl`), where it is kept
-(the flow's state dir for the planner; a compacted topic so it survives restarts) and the
-controller that applies a change (`Controller`)."""
-
-from ferry.control.model import FlowControl
-
-__all__ = ["FlowControl"]
+"""Changes to replication made while it runs: where they are kept (a compacted control topic,
+so they survive restarts: `log.py`) and the controller that checks a change, records it and
+makes the planner act on it (`controller.py`). The change itself, a flow's override, is the
+shared type `ferry.flows.control.FlowControl`."""

@@ -17,15 +17,15 @@ from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.control.log import ControlLog
-from ferry.control.model import FlowControl
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
+from ferry.flows.control import FlowControl
+from ferry.graph.guard import new_errors
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
-from ferry.topology_guard import new_errors
 
 __all__ = ["Controller", "cluster_topics"]
 

@@ -17,8 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig
-from ferry.control.model import FlowControl
 from ferry.errors import ReplicationError
+from ferry.flows.control import FlowControl
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.kafka.topic_reader import TopicTail

@@ -16,13 +16,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from ferry.cli.console import styled
 from ferry.config.model import FerryConfig
 from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.failover import apply_failover, plan_failover
 from ferry.tasks.control_plane import ControlPlane
+from ferry.terminal.console import styled
 
 __all__ = ["failover_act"]
 

@@ -25,13 +25,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ferry.cli.console import styled
 from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local import clusters as local
 from ferry.local.security import SecurityMode
 from ferry.secrets import is_secret_key
+from ferry.terminal.console import styled
 
 __all__ = ["run_demo"]
 
@@ -415,10 +415,10 @@ def _tour(
     a: _Cluster,
     b: _Cluster,
 ) -> None:
-    from ferry.cli.progress_view import ProgressView
     from ferry.config import load_config
     from ferry.demo.failover import failover_act
     from ferry.engine.runner import Runner
+    from ferry.terminal.progress_view import ProgressView
 
     _create_topics(brokers["A"].admin_settings)
     config_path = _write_config(directory, brokers)

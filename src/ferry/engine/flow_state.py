@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ferry.control.model import FlowControl
 from ferry.engine.executors import ExecutorStats, TaskReport, add_totals, summarize
 from ferry.engine.latency import Histogram
+from ferry.flows.control import FlowControl
 
 __all__ = ["FlowState", "LeaseBounds", "partition_entry", "tp_key"]
 
@@ -100,7 +100,7 @@ class FlowState:
 
     def refused(self) -> frozenset[str]:
         """Source topics the replication graph check holds back from this flow while it runs
-        (a route that would copy them twice or round a cycle; ferry.topology_guard)."""
+        (a route that would copy them twice or round a cycle; ferry.graph.guard)."""
         return frozenset(str(t) for t in self._read("refused.json").get("topics", ()))
 
     def write_refused(self, topics: frozenset[str]) -> None:

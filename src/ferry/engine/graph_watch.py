@@ -4,7 +4,7 @@ At load the graph is checked with example names; a topic created later can still
 a double route or an unsafe cycle (a new topic that a narrow pattern of a second path
 admits). So before the first copy and then every `refresh.topics.interval.seconds` (the
 shortest of the enabled flows'), the driver lists every cluster's topics, asks
-`ferry.topology_guard.refusals` which hops to hold back, and writes each flow's refused topics
+`ferry.graph.guard.refusals` which hops to hold back, and writes each flow's refused topics
 into its state (`refused.json`), which the planner and the lease watch read with the API's
 override. A flow whose refusals changed gets its replan marker, so a running lease ends after
 its slice. Each error is said once, with the sentence naming both paths; every other topic and
@@ -23,8 +23,8 @@ from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig
 from ferry.engine.flow_state import FlowState
+from ferry.graph.guard import refusals
 from ferry.kafka import clients
-from ferry.topology_guard import refusals
 
 __all__ = ["GraphWatch"]
 

@@ -7,11 +7,11 @@ driver therefore copies each leased flow itself as soon as both clusters answer,
 code a leased task runs (every partition in one bin, the same slices, positions committed
 on the target the same way), until the first leased task starts.
 
-The handover copies nothing twice and skips nothing: a starting task (`take_over`) asks the
-head start to stop (`FlowState.handover_marker`) and waits until it has committed its last
-slice and stopped (its `head_start_marker` gone), then resumes from the position on the
-target, as any lease does. In exactly-once mode the task also starts its producers afresh,
-which fences the head start's if it were somehow still writing.
+The handover copies nothing twice and skips nothing: a starting task asks the head start to
+stop and waits until it has committed its last slice and stopped, then resumes from the
+position on the target, as any lease does (engine/handover.py). In exactly-once mode the task
+also starts its producers afresh, which fences the head start's if it were somehow still
+writing.
 
 Only with a local master: the handover goes through the driver's state directory, which a
 cluster's executors cannot see (engine/lease_signals.py serves them the markers that end a
@@ -23,22 +23,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable
-
-import psutil
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
+from ferry.engine.handover import HANDOVER_TIMEOUT_SECONDS
 from ferry.errors import readable
 
-__all__ = ["HANDOVER_TIMEOUT_SECONDS", "HeadStart", "head_start_spec", "take_over"]
+__all__ = ["HeadStart", "head_start_spec"]
 
-# How long a starting task waits for the head start to stop. It stops within a slice
-# (ferry.commit.interval.ms) plus the wait for its last acknowledgements; past this the task
-# goes on anyway (at-least-once, the head start's last slice may then be copied twice).
-HANDOVER_TIMEOUT_SECONDS = 60.0
 # The longest head start: Spark has long taken over by then (if not, it copies without one).
 HEAD_START_SECONDS = 600
 
@@ -132,28 +126,3 @@ def _named(cluster: ClusterConfig, client_id: str) -> ClusterConfig:
     return cluster.model_copy(
         update={role: {**getattr(cluster, role), "client.id": client_id} for role in roles}
     )
-
-
-def take_over(
-    state: FlowState, timeout: float = HANDOVER_TIMEOUT_SECONDS, poll_seconds: float = 0.02
-) -> None:
-    """A task of the sink starting: stop the driver's head start, if one runs, and wait."""
-    owner = _owner(state)
-    if owner is None:
-        return
-    with contextlib.suppress(OSError):
-        state.handover_marker.touch()
-    deadline = time.monotonic() + timeout
-    while (
-        state.head_start_marker.exists()
-        and psutil.pid_exists(owner)
-        and time.monotonic() < deadline
-    ):
-        time.sleep(poll_seconds)
-
-
-def _owner(state: FlowState) -> int | None:
-    try:
-        return int(state.head_start_marker.read_text().strip())
-    except (OSError, ValueError):
-        return None

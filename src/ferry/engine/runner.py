@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.status import Condition
 from ferry.engine.flow_spec import FlowSpec, flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.engine.graph_watch import GraphWatch
@@ -33,9 +32,10 @@ from ferry.engine.spark.cluster import environment_error
 from ferry.engine.spark.cores import available_cores
 from ferry.engine.spark.session import spark_master, start_spark
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError, error_from_text
+from ferry.flows.status import Condition
+from ferry.http.metrics_server import MetricsServer
 from ferry.kafka.reachability import Reachability
 from ferry.kafka.retry import Backoff, retry_unavailable
-from ferry.monitor.http import MetricsServer
 from ferry.policy import policy_for
 from ferry.signals import stop_on_signals
 from ferry.tasks.control_plane import ControlPlane

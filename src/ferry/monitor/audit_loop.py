@@ -17,7 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ferry.audit.spark_job import TopicResult, audit_flow, audit_session
+from ferry.audit.model import TopicResult
+from ferry.audit.spark_job import audit_flow, audit_session
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import KafkaUnavailableError
 from ferry.monitor.audit_metrics import AuditMetrics

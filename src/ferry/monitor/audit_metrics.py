@@ -9,7 +9,7 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ferry.audit.spark_job import TopicResult
+from ferry.audit.model import TopicResult
 
 __all__ = ["AuditMetrics"]
 

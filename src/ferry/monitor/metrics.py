@@ -1,4 +1,4 @@
-"""What `ferry monitor` exposes to Prometheus (served by `ferry.monitor.http`).
+"""What `ferry monitor` exposes to Prometheus (served by `ferry.http.metrics_server`).
 
 One registry per monitor (not prometheus-client's global one), so tests can run several
 monitors in one process.

@@ -22,11 +22,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.monitor.sync_delay import DelayKind
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["FlowSample", "KafkaSampler", "OffsetPair", "Sampler"]
 

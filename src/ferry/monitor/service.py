@@ -25,9 +25,9 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.http.metrics_server import MetricsServer
 from ferry.monitor.audit_loop import AuditLoop
 from ferry.monitor.audit_metrics import AuditMetrics
-from ferry.monitor.http import MetricsServer
 from ferry.monitor.metrics import DEFAULT_PORT, MonitorMetrics
 from ferry.monitor.sampler import FlowSample, KafkaSampler, OffsetPair, Sampler
 from ferry.monitor.sync_delay import Alert, DelayKind, SyncDelayDetector

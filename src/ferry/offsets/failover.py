@@ -25,8 +25,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.model import FlowControl
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import unavailable
 from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Checkpoint
@@ -36,7 +37,6 @@ from ferry.offsets.routes import RouteHop, routes
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.offsets.translation import Position, checkpoint_positions, routed_position
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["FailoverPlan", "apply_failover", "plan_failover", "plan_failover_by_timestamp"]
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.model import FlowControl
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.policy import ReplicationPolicy, policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["RouteHop", "routes"]
 

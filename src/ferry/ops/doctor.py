@@ -14,13 +14,13 @@ from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.ops.access import check_access
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["diagnose"]
 

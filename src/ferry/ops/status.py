@@ -29,6 +29,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
@@ -36,7 +37,6 @@ from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = [
     "FlowStatus",

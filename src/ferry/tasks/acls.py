@@ -23,10 +23,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 from ferry.tasks.acl_rules import TopicAcl, remote_acls
 from ferry.tasks.checkpoints import SyncReport
 

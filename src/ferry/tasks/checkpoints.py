@@ -19,8 +19,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.model import FlowControl
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import unavailable
 from ferry.kafka.mm2_records import Checkpoint
@@ -29,7 +30,6 @@ from ferry.offsets.rules import offsets_to_sync, should_emit
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.offsets.translation import forward_positions
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["CheckpointEmitter", "SyncReport"]
 

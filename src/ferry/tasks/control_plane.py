@@ -17,8 +17,8 @@ from functools import partial
 from typing import Any
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.control.model import FlowControl
 from ferry.errors import FerryError, KafkaUnavailableError
+from ferry.flows.control import FlowControl
 from ferry.kafka.log import quiet
 from ferry.kafka.reachability import Reachability
 from ferry.offsets.consumer_timestamps import TimestampMirror

@@ -3,7 +3,7 @@
 The flow then copies `heartbeats` like any other topic (the selector takes it whatever the
 `topics` list says, as MM2 does), so B's `A.heartbeats` holds A's newest timestamp as of
 the last batch: now minus that timestamp is the end-to-end latency `ferry status` reports,
-and the prefixed names (`B.A.heartbeats`) are what `ferry.topology.replication_hops` reads.
+and the prefixed names (`B.A.heartbeats`) are what `ferry.graph.hops.replication_hops` reads.
 The topic is single-partition and compacted: the key is the (source, target) pair, so it
 keeps one record per flow however long ferry runs.
 """

@@ -25,10 +25,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import policy_for
-from ferry.selection import TopicSelector
 from ferry.tasks.checkpoints import SyncReport
 
 __all__ = ["TopicConfigSync", "config_changes"]

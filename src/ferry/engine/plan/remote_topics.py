@@ -24,12 +24,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FlowConfig
-from ferry.control.model import FlowControl
 from ferry.errors import ReplicationError
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import ReplicationPolicy, policy_for
-from ferry.selection import TopicSelector
 
 __all__ = ["RemoteTopic", "TopicManager"]
 

@@ -121,7 +121,7 @@ class MirrorSink(DataSourceStreamWriter):
         if not rows:
             return BinReport([], 0.0)
         if self._until is None:  # a Spark task: the driver's head start stops first
-            from ferry.engine.head_start import take_over
+            from ferry.engine.handover import take_over
 
             take_over(FlowState(self.spec.state_dir))
         first = rows[0]

@@ -46,9 +46,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.model import FlowControl
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
 from ferry.policy import ReplicationPolicy, policy_for
-from ferry.selection import TopicSelector
 
 __all__ = [
     "Finding",

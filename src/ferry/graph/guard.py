@@ -6,7 +6,7 @@ the check is made again over the clusters' real topic lists and the flows' runti
 (`check_topics`). An error then must not stop ferry: the flows that are fine go on, and only
 the hop that would copy a record twice, or round a cycle, is held back.
 
-Which hop: every error names two paths (see `ferry.topology_check`), and the last hop of one
+Which hop: every error names two paths (see `ferry.graph.check`), and the last hop of one
 of them is refused, for that topic name on that flow's source. For a double route, the second
 path (the one found later, through flows further down the config): its copy would land where
 a copy already lands. For an unsafe cycle, the way in (C->A feeding an identity pair A<->B):
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ferry.config.model import FerryConfig
-from ferry.control.model import FlowControl
-from ferry.topology_check import Finding, check_topics
+from ferry.flows.control import FlowControl
+from ferry.graph.check import Finding, check_topics
 
 __all__ = ["Refusals", "new_errors", "refusals"]
 

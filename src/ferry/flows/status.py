@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ferry.control.model import FlowControl
+from ferry.flows.control import FlowControl
 
 __all__ = ["Condition", "FlowStatus", "flow_status"]
 

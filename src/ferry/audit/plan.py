@@ -1,0 +1,96 @@
+"""What an audit reads: `plan_flow` asks the clusters (admin clients only), per topic, for the
+source and remote partitions' offsets at the audit's start and the flow's replicated
+positions. Positions are read first, so a record copied while the audit reads is never taken
+for lost."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+from ferry.audit.model import FlowPlan, TopicPlan
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.graph.selection import TopicSelector
+from ferry.kafka import clients
+from ferry.kafka.errors import unavailable
+from ferry.ops.status import replicated_positions
+from ferry.policy import policy_for
+
+__all__ = ["offsets_of", "plan_flow"]
+
+
+def plan_flow(
+    config: FerryConfig, flow: FlowConfig, topics: str, timeout: float = 10.0
+) -> FlowPlan:
+    """What to read for `flow`: its replicated topics that match `topics` (a regex)."""
+    source = config.clusters[flow.source]
+    target = config.clusters[flow.target]
+    policy = policy_for(flow.policy, flow.source)
+    selector = TopicSelector(flow, policy)
+    wanted = re.compile(topics)
+    source_admin = clients.admin_client(source.admin_config())
+    target_admin = clients.admin_client(target.admin_config())
+    try:
+        source_md = source_admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise unavailable(source, exc) from None
+    try:
+        target_md = target_admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise unavailable(target, exc) from None
+    names = sorted(
+        name
+        for name, md in source_md.topics.items()
+        if md.error is None
+        and selector.accepts(name)
+        and not policy.is_heartbeats_topic(name)
+        and wanted.fullmatch(name)
+    )
+    partitions = [(t, p) for t in names for p in source_md.topics[t].partitions]
+    # Positions before ends: whatever is copied meanwhile stays below the ends read next.
+    positions = replicated_positions(target, flow, partitions, timeout)
+    source_offsets = offsets_of(source_admin, source, partitions, timeout)
+    plans = []
+    for name in names:
+        remote = policy.remote_topic(flow.source, name)
+        remote_md = target_md.topics.get(remote)
+        remote_parts = (
+            [(remote, p) for p in remote_md.partitions]
+            if remote_md is not None and remote_md.error is None
+            else []
+        )
+        remote_offsets = offsets_of(target_admin, target, remote_parts, timeout)
+        plans.append(
+            TopicPlan(
+                name,
+                remote,
+                {p: o for (t, p), o in source_offsets.items() if t == name},
+                {p: o for (_, p), o in remote_offsets.items()},
+                {p: pos for (t, p), pos in positions.items() if t == name},
+            )
+        )
+    return FlowPlan(flow.name, source, target, str(source_md.cluster_id), plans)
+
+
+def offsets_of(
+    admin: Any, cluster: ClusterConfig, partitions: list[tuple[str, int]], timeout: float
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(earliest, last stable offset) of each partition."""
+    if not partitions:
+        return {}
+    found: dict[str, dict[tuple[str, int], int]] = {}
+    for kind, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+        )
+        found[kind] = {}
+        for tp, future in futures.items():
+            try:
+                found[kind][(tp.topic, tp.partition)] = int(future.result().offset)
+            except KafkaException as exc:
+                raise unavailable(cluster, exc) from None
+    return {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
