@@ -1,5 +1,10 @@
 # Every target sets itself up first: a fresh clone needs only `make demo` or `make test`.
 PYTHON ?= python3.11
+# Extra pytest options for every test target (e.g. PYTEST_ARGS='-x'); CI_REPORTS=<dir> makes each
+# suite also write a JUnit XML report, <dir>/<target>.xml (read by scripts/ci_summary.py).
+PYTEST_ARGS ?=
+CI_REPORTS ?=
+PYTEST_CI = $(if $(CI_REPORTS),--junitxml=$(CI_REPORTS)/$@.xml) $(PYTEST_ARGS)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -22,7 +27,7 @@ $(STAMP): pyproject.toml setup.py src/ferry/engine/copy/native/fastcopy.c
 	@touch $(STAMP)
 
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_CI)
 
 unit: setup
 	$(BIN)/pytest -m 'not integration and not system'
@@ -37,26 +42,26 @@ integration: setup
 # in leases, in process). The console's screenshots go to artifacts/console/.
 test-api: setup
 	@sh scripts/install_chromium.sh
-	$(BIN)/pytest -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py \
+	$(BIN)/pytest $(PYTEST_CI) -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py \
 	  tests/integration/test_console_browser.py
 
 # A local Spark standalone cluster (two one-core workers that cannot see this virtualenv): a
 # flow on it from the shipped environment, then executors and workers SIGKILLed while ferry
 # run copies steady traffic, in both modes, and the driver killed and restarted.
 test-cluster: setup
-	$(BIN)/pytest -m cluster tests/integration/test_spark_cluster.py 	  tests/integration/test_executor_loss.py
+	$(BIN)/pytest $(PYTEST_CI) -m cluster tests/integration/test_spark_cluster.py 	  tests/integration/test_executor_loss.py
 
 # ferry against secure local clusters (SASL_SSL with SCRAM, mutual TLS; ACLs), as the `ferry`
 # principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
 secure-test: setup
-	$(BIN)/pytest -m secure tests/integration/test_secure_clusters.py
+	$(BIN)/pytest $(PYTEST_CI) -m secure tests/integration/test_secure_clusters.py
 
 # Deployments of three and four clusters (a chain A->B->C, aggregates C and D fed by A and B,
 # active/active A<->B): failover across them and exactly one copy of each record, by origin;
 # and the audit of a chain, hop by hop and end to end.
 # The extra clusters start once per test file; several minutes, so not part of `make test`.
 test-topologies: setup
-	$(BIN)/pytest -m topologies tests/integration/test_chain_failover.py \
+	$(BIN)/pytest $(PYTEST_CI) -m topologies tests/integration/test_chain_failover.py \
 	  tests/integration/test_aggregate_failover.py tests/integration/test_active_active.py \
 	  tests/integration/test_audit_chain.py tests/integration/test_graph_while_running.py
 
@@ -64,7 +69,7 @@ test-topologies: setup
 # audit.interval.seconds set, damage done to a copy, the gauges and the webhook alert checked.
 .PHONY: test-monitor-audit
 test-monitor-audit: setup
-	$(BIN)/pytest -m monitor_audit tests/integration/test_monitor_audit.py
+	$(BIN)/pytest $(PYTEST_CI) -m monitor_audit tests/integration/test_monitor_audit.py
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
