@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
-from importlib import resources
 from pathlib import Path
 
 from ferry.errors import LocalClusterError
+from ferry.local.maven import copy_dependencies, is_complete
 
 __all__ = ["SPARK_KAFKA_VERSION", "ensure_spark_kafka", "scala_binary_version", "spark_kafka_jars"]
 
@@ -33,7 +30,6 @@ _ARTIFACTS = (
     "kafka-clients",
     "commons-pool2",
 )
-_COMPLETE_MARK = ".complete"
 
 
 def scala_binary_version() -> str:
@@ -64,7 +60,7 @@ def ensure_spark_kafka(*, quiet: bool = True) -> Path:
     import pyspark
 
     home = _home()
-    if (home / _COMPLETE_MARK).exists():
+    if is_complete(home):
         return home
     if pyspark.__version__.split(".")[0] != SPARK_KAFKA_VERSION.split(".")[0]:
         raise LocalClusterError(
@@ -72,42 +68,16 @@ def ensure_spark_kafka(*, quiet: bool = True) -> Path:
             f"{pyspark.__version__} (another major version); set SPARK_KAFKA_VERSION in "
             "ferry.local.spark_kafka to a connector of pyspark's version"
         )
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise LocalClusterError(
-            "Maven (mvn) is not on PATH; it is needed once to fetch Spark's Kafka connector "
-            f"{SPARK_KAFKA_VERSION} from Maven Central. Install it (apt-get install maven) "
-            "and rerun."
-        )
     scala = scala_binary_version()
-    home.mkdir(parents=True, exist_ok=True)
-    # Copy into a temporary folder and rename: an interrupted download is never taken as whole.
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-    pom = resources.files("ferry.local").joinpath("spark-kafka.pom.xml")
-    with resources.as_file(pom) as pom_path:
-        command = [
-            mvn,
-            "-B",
-            *(["-q"] if quiet else []),
-            "-f",
-            str(pom_path),
+    return copy_dependencies(
+        home,
+        "spark-kafka.pom.xml",
+        f"Spark's Kafka connector {SPARK_KAFKA_VERSION} (Scala {scala})",
+        SPARK_KAFKA_VERSION,
+        [
             f"-Dspark.kafka.version={SPARK_KAFKA_VERSION}",
             f"-Dscala.binary.version={scala}",
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
             "-DincludeArtifactIds=" + ",".join(a.format(scala=scala) for a in _ARTIFACTS),
-            f"-DoutputDirectory={staging}",
-        ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-        raise LocalClusterError(
-            f"could not fetch Spark's Kafka connector {SPARK_KAFKA_VERSION} (Scala {scala}) "
-            f"from Maven Central (mvn exit {result.returncode}):\n{tail}"
-        )
-    libs = home / "libs"
-    shutil.rmtree(libs, ignore_errors=True)
-    staging.rename(libs)
-    (home / _COMPLETE_MARK).write_text(SPARK_KAFKA_VERSION + "\n")
-    return home
+        ],
+        quiet=quiet,
+    )
