@@ -8,6 +8,10 @@ Why the cycle check matters: with flows A->B and B->A, copying `A.orders` from B
 would create `B.A.orders`, then `A.B.A.orders`, forever. MM2's rule, kept here: a topic whose
 chain of sources reaches the target cluster is never replicated to it. The identity policy
 cannot see sources in names, so there loop prevention is per record, by provenance header.
+
+Internal topics, MM2's `isInternalTopic`, are never replicated whatever a flow's lists say:
+names starting with `__` or `.`, or ending in `-internal`, `.internal` or `<separator>internal`.
+Heartbeats topics travel whatever the lists say, but, as in MM2, not when a name is internal.
 """
 
 from __future__ import annotations
@@ -88,14 +92,32 @@ class ReplicationPolicy(ABC):
         return topic.endswith(f"{sep}checkpoints{sep}internal")
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
-        internal_suffix = f"{self.separator}internal"
-        return topic.endswith(internal_suffix) and (
-            topic.startswith(("mm2", "ferry-")) or self.is_checkpoints_topic(topic)
-        )
+        """MM2's and ferry's bookkeeping names (`mm2-offset-syncs.B.internal`,
+        `A.checkpoints.internal`, `ferry-offset-runs.A.internal`): MM2's
+        DefaultReplicationPolicy calls every name ending in `<separator>internal` one."""
+        return topic.endswith(f"{self.separator}internal")
 
     def is_internal_topic(self, topic: str) -> bool:
-        """Kafka's own (`__consumer_offsets`), hidden (`.x`) and MM2/ferry bookkeeping topics."""
-        return topic.startswith(("__", ".")) or self.is_mm2_internal_topic(topic)
+        """MM2's `ReplicationPolicy.isInternalTopic`: internal topics are never replicated,
+        whatever `topics` says. Copying one would hand another cluster's bookkeeping (its
+        consumer offsets, a Connect worker's configs, MM2's checkpoints) to this one."""
+        return (
+            self.is_mm2_internal_topic(topic)
+            or topic.startswith(("__", "."))
+            or topic.endswith(("-internal", ".internal"))
+        )
+
+    def internal_rule(self, topic: str) -> str | None:
+        """Why `topic` is internal, for a message ("its name ends in '-internal'"); None when
+        it is not. The same tests as `is_internal_topic`."""
+        if topic.startswith("__"):
+            return "its name starts with '__', like Kafka's __consumer_offsets"
+        if topic.startswith("."):
+            return "its name starts with '.'"
+        for suffix in (f"{self.separator}internal", ".internal", "-internal"):
+            if topic.endswith(suffix):
+                return f"its name ends in '{suffix}'"
+        return None
 
     def is_cycle(self, topic: str, target_alias: str) -> bool:
         """True when `topic` came, over any number of hops, from `target_alias`."""

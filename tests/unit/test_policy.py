@@ -56,6 +56,82 @@ def test_prefix_cycle_and_internal_rules_match_mm2(topic: str, replicate_to_targ
     assert PrefixPolicy().should_replicate(topic, "target") is replicate_to_target
 
 
+# MM2's ReplicationPolicy.isInternalTopic: isMM2InternalTopic (DefaultReplicationPolicy: ends
+# in <separator>internal) or starts with "__" or "." or ends in "-internal" or ".internal".
+INTERNAL_RULES = [
+    ("x.internal", "ends in '.internal'"),
+    ("app.internal", "ends in '.internal'"),
+    ("x-internal", "ends in '-internal'"),
+    ("connect-configs-internal", "ends in '-internal'"),
+    ("__x", "starts with '__'"),
+    ("__consumer_offsets", "starts with '__'"),
+    (".x", "starts with '.'"),
+    ("mm2-configs.B.internal", "ends in '.internal'"),
+    ("ferry-control.internal", "ends in '.internal'"),
+]
+NOT_INTERNAL = ["orders", "x.internals", "internal", "x_internal", "_x", "x.internal.v2", "x-"]
+POLICIES = [
+    PrefixPolicy(),
+    IdentityPolicy(source_alias="A"),
+    RenamePolicy("${topic}.replica"),
+    RenamePolicy("${source}-${topic}-copy"),
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: type(p).__name__)
+@pytest.mark.parametrize(("topic", "rule"), INTERNAL_RULES)
+def test_each_internal_topic_rule_of_mm2_holds_for_every_policy(
+    policy: PrefixPolicy, topic: str, rule: str
+) -> None:
+    assert policy.is_internal_topic(topic)
+    assert not policy.should_replicate(topic, "B")
+    why = policy.internal_rule(topic)
+    assert why is not None and rule in why
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: type(p).__name__)
+@pytest.mark.parametrize("topic", NOT_INTERNAL)
+def test_names_near_the_internal_rules_are_not_internal(policy: PrefixPolicy, topic: str) -> None:
+    assert not policy.is_internal_topic(topic)
+    assert policy.internal_rule(topic) is None
+
+
+def test_a_custom_separator_adds_its_own_internal_suffix_and_keeps_mm2s() -> None:
+    # DefaultReplicationPolicy.isMM2InternalTopic: ends in <separator>internal.
+    policy = PrefixPolicy("_")
+    assert policy.is_internal_topic("x_internal")
+    assert policy.is_internal_topic(policy.checkpoints_topic("A"))
+    assert policy.is_internal_topic(policy.offset_syncs_topic("A"))
+    assert policy.is_internal_topic(policy.offset_runs_topic("A"))
+    assert policy.is_internal_topic("x.internal") and policy.is_internal_topic("x-internal")
+    assert policy.internal_rule("x_internal") == "its name ends in '_internal'"
+    assert not PrefixPolicy().is_internal_topic("x_internal")
+
+
+@pytest.mark.parametrize("separator", [".", "_", "-", "__"])
+def test_ferrys_and_mm2s_own_topics_are_internal_and_heartbeats_are_not(separator: str) -> None:
+    for policy in (PrefixPolicy(separator), IdentityPolicy("A", separator)):
+        for own in (
+            policy.checkpoints_topic("A"),
+            policy.offset_syncs_topic("B"),
+            policy.offset_runs_topic("A"),
+            policy.consumer_timestamps_topic("A"),
+        ):
+            assert policy.is_internal_topic(own), own
+        for heartbeats in ("heartbeats", policy.remote_topic("C", "heartbeats")):
+            assert policy.is_heartbeats_topic(heartbeats)
+            assert not policy.is_internal_topic(heartbeats)
+            assert policy.should_replicate(heartbeats, "B")
+
+
+@given(st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True), st.sampled_from([".", "_", "-"]))
+def test_the_rule_in_words_names_a_reason_exactly_for_internal_topics(
+    topic: str, separator: str
+) -> None:
+    policy = PrefixPolicy(separator)
+    assert (policy.internal_rule(topic) is not None) is policy.is_internal_topic(topic)
+
+
 def test_heartbeats_topics_are_recognised_across_hops() -> None:
     policy = PrefixPolicy()
     assert policy.is_heartbeats_topic("heartbeats")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ferry.config.model import FlowConfig
@@ -60,6 +62,32 @@ def test_default_excludes_are_only_defaults() -> None:
 )
 def test_internal_topics_are_never_selected(topic: str, settings: dict[str, object]) -> None:
     assert not selector(**settings).accepts(topic)
+
+
+@pytest.mark.parametrize(
+    "topic",
+    ["x.internal", "x-internal", "__x", ".x", "connect-offsets-internal"],
+    ids=["dot-internal", "dash-internal", "double-underscore", "dot-first", "connect"],
+)
+@pytest.mark.parametrize(
+    "policy", [PrefixPolicy(), IdentityPolicy("B")], ids=["prefix", "identity"]
+)
+def test_everything_means_everything_but_internal_topics(topic: str, policy: PrefixPolicy) -> None:
+    # MM2: `topics = .*` with no excludes still never copies an internal topic, nor does
+    # naming it exactly (ferry validate says so: see test_config_internal_topics).
+    flow = FlowConfig(source="B", target="A", topics=(".*",), topics_exclude=())
+    assert TopicSelector(flow, policy).select([topic, "orders"]) == ["orders"]
+    named = FlowConfig(source="B", target="A", topics=(re.escape(topic),))
+    assert not TopicSelector(named, policy).accepts(topic)
+
+
+def test_heartbeats_still_travel_with_every_topic_selected() -> None:
+    select = selector(topics=(".*",), topics_exclude=())
+    assert select.select(["heartbeats", "C.heartbeats", "A.heartbeats", "x.internal", "o"]) == [
+        "C.heartbeats",
+        "heartbeats",
+        "o",
+    ]
 
 
 def test_prefix_policy_never_copies_a_topic_back_to_its_source() -> None:

@@ -125,6 +125,9 @@ class _Builder:
             self.entries[key] = entry._replace(key=key, value=entry.value.strip())
         self.ignored: list[str] = []
         self.notes: list[str] = []
+        # Topics a `topics` entry names exactly that the policy calls internal: (entry key,
+        # line, topic, why) -> the enabled flows that will not copy them.
+        self.internal_named: dict[tuple[str, int, str, str], list[str]] = {}
         # Secret settings: key -> the provider references its value came from (none: the file).
         self.secrets: dict[str, tuple[str, ...]] = {}
         self.resolve_references()
@@ -220,6 +223,7 @@ class _Builder:
             for target in aliases
             if source != target
         )
+        self.note_internal_topics()
         return FerryConfig(
             path=Path(self.file) if self.file else None,
             clusters=clusters,
@@ -411,7 +415,28 @@ class _Builder:
                 f"'{source}->{target}.enabled = true' or remove the key",
             )
         fields["policy"] = self.policy(source, settings)
-        return FlowConfig(**fields)
+        flow = FlowConfig(**fields)
+        listed = settings.get("topics")
+        if flow.enabled and listed is not None:
+            policy = policy_for(flow.policy, source)
+            for pattern in flow.topics:
+                name = _exact_name(pattern)
+                why = policy.internal_rule(name) if name is not None else None
+                if name is not None and why is not None:
+                    where = (listed.key, listed.line, name, why)
+                    self.internal_named.setdefault(where, []).append(flow.name)
+        return flow
+
+    def note_internal_topics(self) -> None:
+        """A topic listed by name that no flow will copy is said at load (validate and run):
+        a silent no-op would let the user believe it replicated while nothing is."""
+        for (key, line, topic, why), flows in self.internal_named.items():
+            which = f"flow {flows[0]}" if len(flows) == 1 else f"flows {', '.join(flows)}"
+            self.notes.append(
+                f"key '{key}' (line {line}) names topic '{topic}', which {which} will not "
+                f"copy: {why}, and MirrorMaker 2's rule is that internal topics are never "
+                "replicated, whatever `topics` says"
+            )
 
     def policy(self, source: str, settings: dict[str, Entry]) -> PolicySpec:
         cls = settings.get("replication.policy.class")
@@ -499,6 +524,27 @@ class _Builder:
                     entry, f"'{pattern}' is not a valid regular expression: {exc}"
                 ) from None
         return patterns
+
+
+def _exact_name(pattern: str) -> str | None:
+    """The one topic a `topics` item names when it is a plain name (`app.internal`,
+    `app\\.internal`); None for a pattern meant to match many. An unescaped '.' counts as
+    the dot of a topic name: that is how people write names in MM2's `topics`."""
+    name: list[str] = []
+    escaped = False
+    for char in pattern:
+        if escaped:
+            if char.isalnum():
+                return None  # a class such as \d or \w
+            name.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in "^$*+?{}[]|()":
+            return None
+        else:
+            name.append(char)
+    return None if escaped or not name else "".join(name)
 
 
 def _list_items(entry: Entry) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """Which source topics a flow copies: MM2's include/exclude regexes plus its naming rules.
 
-Pure code. Regexes match the whole name (MM2's DefaultTopicFilter). Internal topics (Kafka's,
+Pure code. Regexes match the whole name (MM2's DefaultTopicFilter). Internal topics (the
+policy's `is_internal_topic`: `__x`, `.x`, `x-internal`, `x.internal`; Kafka's, Connect's,
 MM2's, ferry's own) and topics that would copy data back to where it came from are never
 selected, whatever the lists say; heartbeats topics are selected whatever the lists say. A
 flow's runtime override (topics added or removed over the API) changes what the lists say.
