@@ -30,10 +30,10 @@ test: setup lint
 	$(BIN)/pytest $(PYTEST_CI)
 
 unit: setup
-	$(BIN)/pytest -m 'not integration and not system'
+	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -70,6 +70,13 @@ test-topologies: setup
 .PHONY: test-monitor-audit
 test-monitor-audit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m monitor_audit tests/integration/test_monitor_audit.py
+
+# CI under load: `make test` three times back to back, then every other suite of .ci/run once,
+# beside two CPU-bound processes (CI_STRESS_RUNS, CI_STRESS_BURNERS change that: see the
+# script). Pass/fail and time per run, then each run's tests. Over an hour on 2 cores.
+.PHONY: ci-stress
+ci-stress: setup
+	@bash scripts/ci_stress.sh
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
