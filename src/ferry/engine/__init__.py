@@ -6,5 +6,7 @@
   exactly-once transactions and the clients cached per Python worker. No PySpark.
 - `spark`: the Spark side: session settings, the planner source, the mirror sink, the Python
   worker daemon and the driver JVM's class archive.
-- `runner`: one streaming query per flow, watched, restarted with backoff, stopped cleanly.
+- `runner`: `ferry run`'s engine: one streaming query per flow (`flow_query`), copying in
+  leases by default, started after the `preflight` checks, watched, restarted with backoff or
+  kept failed (`flow_supervisor`, pure), everything beside it closed in reverse order.
 """

@@ -1,0 +1,175 @@
+"""One flow of `ferry run`: its Spark streaming query, started, looked at, stopped after its
+batch, and what it copied so far. When the query stops, its `FlowSupervisor` says what next.
+
+A query that failed is turned back into the ferry error that stopped it
+(`ferry.errors.error_from_text`), so the supervisor can tell a cluster that does not answer
+(retried; the query restarts from its checkpoint, so nothing is lost or skipped) from anything
+else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferry.config.model import FlowConfig
+from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_state import FlowState
+from ferry.engine.flow_supervisor import FlowSupervisor
+from ferry.engine.head_start import HeadStart
+from ferry.engine.spark.cluster import environment_error
+from ferry.errors import FerryError, error_from_text
+
+__all__ = ["FlowProgress", "FlowQuery", "query_error"]
+
+# How long a stopping run waits for a flow's running batch to finish.
+STOP_WAIT_SECONDS = 120
+
+
+@dataclass
+class FlowProgress:
+    """What the progress view and the summary show for one flow."""
+
+    name: str
+    records: int = 0
+    bytes: int = 0
+    skipped: int = 0  # records not copied back to the cluster they came from (loop prevention)
+    expired: int = 0  # records the source deleted (retention) before ferry could copy them
+    lag: int = 0
+    seconds: float = 0.0
+    records_per_second: float = 0.0
+    mb_per_second: float = 0.0
+    done: bool = False
+    restarts: int = 0
+    copier: str = ""  # the copy loop of the latest batch: native or python
+
+
+def query_error(flow: str, text: str) -> FerryError:
+    """The ferry error a failed query's exception text carries, or one naming its first line."""
+    return (
+        error_from_text(text)
+        or environment_error(text)
+        or FerryError(f"flow {flow} failed in Spark: {_first_line(text)}")
+    )
+
+
+@dataclass
+class FlowQuery:
+    flow: FlowConfig
+    spec: FlowSpec
+    state: FlowState
+    supervisor: FlowSupervisor
+    query: Any = None
+    started: float = 0.0
+    baseline: dict[str, Any] | None = None  # the counters when this run began copying
+    head: HeadStart | None = None  # the driver's copy while Spark started
+    progress: FlowProgress = field(init=False)
+    last_sample: tuple[float, int, int] = (0.0, 0, 0)
+
+    def __post_init__(self) -> None:
+        self.progress = FlowProgress(self.flow.name)
+
+    def start(self, spark: Any, *, once: bool) -> None:
+        spec_json = self.spec.model_dump_json()
+        reader = spark.readStream.format("ferry-mirror").option("spec", spec_json).load()
+        writer = (
+            reader.writeStream.format("ferry-mirror")
+            .option("spec", spec_json)
+            .option(
+                "checkpointLocation",
+                str(self.state.lease_checkpoint if self.spec.leased else self.state.checkpoint),
+            )
+            .queryName(f"ferry {self.flow.source} to {self.flow.target}")
+        )
+        if once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.flow.trigger_interval_ms} milliseconds")
+        self.state.stop_marker.unlink(missing_ok=True)
+        if self.baseline is None:
+            self.baseline = self.state.stats()
+            self.started = time.monotonic()
+        self.query = writer.start()
+        self.supervisor.started()
+
+    def check(self, spark: Any, *, once: bool, stopping: bool) -> None:
+        """Look at the query once: start it again when due, mark it done, or hand its failure
+        to the supervisor (which may raise: the run stops)."""
+        if self.progress.done:
+            return
+        if self.query is None:
+            if self.supervisor.due():
+                self.start(spark, once=once)
+            return
+        if self.query.isActive:
+            self.supervisor.running(progressed=self.query.lastProgress is not None)
+            return
+        failure = self.query.exception()
+        if failure is None:
+            self.progress.done = True  # --once reached the end offsets seen at start
+            self.progress.seconds = time.monotonic() - self.started
+            return
+        self.supervisor.stopped(query_error(self.flow.name, str(failure)), stopping=stopping)
+        self.query = None
+        self.progress.restarts = self.supervisor.restarts
+
+    def running(self) -> bool:
+        return self.query is not None and bool(self.query.isActive)
+
+    def ask_to_stop(self) -> None:
+        """Tell the planner to plan no more batches (under steady traffic a new one starts as
+        soon as one ends)."""
+        if self.running():
+            self.state.directory.mkdir(parents=True, exist_ok=True)
+            self.state.stop_marker.touch()
+
+    def stop_after_batch(self) -> None:
+        """Let the running batch finish (its copies are acked and committed), then stop."""
+        if not self.running():
+            return
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while self.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.query.stop()
+        self.state.stop_marker.unlink(missing_ok=True)
+        self.progress.seconds = time.monotonic() - self.started
+
+    def stop(self) -> None:
+        """Stop the query now, if it runs."""
+        if self.running():
+            self.query.stop()
+
+    def update_progress(self, now: float, notice: Callable[[str], None]) -> None:
+        stats = self.state.stats()
+        base = self.baseline or {}
+        p = self.progress
+        p.records = stats.get("records", 0) - base.get("records", 0)
+        p.copier = stats.get("copier", p.copier) or (self.head.copier if self.head else "")
+        p.bytes = stats.get("bytes", 0) - base.get("bytes", 0)
+        p.skipped = stats.get("skipped", 0) - base.get("skipped", 0)
+        expired = stats.get("expired", 0) - base.get("expired", 0)
+        if expired > p.expired:
+            notice(
+                f"flow {self.flow.name}: {expired - p.expired} record(s) were deleted by "
+                f"retention on {self.flow.source} before they could be copied (see "
+                f"{self.state.directory / 'stats.json'} for the partitions)"
+            )
+            p.expired = expired
+        p.lag = self.state.lag(stats)
+        if not p.done:
+            p.seconds = now - self.started
+        then, records, size = self.last_sample
+        if now - then >= 1.0:
+            if then:
+                p.records_per_second = (p.records - records) / (now - then)
+                p.mb_per_second = (p.bytes - size) / (now - then) / 1e6
+            self.last_sample = (now, p.records, p.bytes)
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return text[:500]
