@@ -23,11 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaException
-
 from ferry.config.model import ClusterConfig
 from ferry.graph import hops
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
@@ -98,10 +96,8 @@ def translate_offsets(
     naming = _policy(policy, separator, source_alias)
     committed = GroupAdmin(source_cluster, timeout=timeout).committed(group)
     target_admin = GroupAdmin(target_cluster, timeout=timeout)
-    try:
+    with kafka_errors(target_cluster, "list topics"):
         topics = target_admin.list_topics()
-    except KafkaException as exc:
-        raise unavailable(target_cluster, exc) from None
     topic = naming.offset_runs_topic(source_alias)
     runs = RunsStore(target_cluster, topic, source_alias, timeout=timeout)
     try:
@@ -120,10 +116,8 @@ def translate_offsets(
 
 def _topic_names(cluster: Cluster, timeout: float) -> list[str]:
     config = _cluster("cluster", cluster)
-    try:
+    with kafka_errors(config, "list topics"):
         return list(GroupAdmin(config, timeout=timeout).list_topics())
-    except KafkaException as exc:
-        raise unavailable(config, exc) from None
 
 
 def upstream_clusters(cluster: Cluster, *, separator: str = ".", timeout: float = 10.0) -> set[str]:

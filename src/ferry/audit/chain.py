@@ -19,7 +19,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ferry.audit.model import FlowPlan, TopicPlan
 from ferry.audit.plan import offsets_of, plan_flow
@@ -27,7 +27,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
@@ -115,10 +115,8 @@ def _next_hop(
     parts = [(t.remote_topic, p) for t in carried for p in t.remote]
     positions = replicated_positions(there, flow, parts, timeout)
     admin = clients.admin_client(there.admin_config())
-    try:
+    with kafka_errors(there, "list topics"):
         topics_there = admin.list_topics(timeout=timeout).topics
-    except KafkaException as exc:
-        raise unavailable(there, exc) from None
     hops: list[TopicPlan] = []
     for t in carried:
         next_name = policy.remote_topic(flow.source, t.remote_topic)
@@ -167,23 +165,22 @@ def _origin_offset(
         {**cluster.consumer_config(), "group.id": f"ferry-audit-{uuid.uuid4().hex}"}
     )
     try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        seen = 0
-        while seen < LOOK_AHEAD:
-            batch = consumer.consume(500, 5.0)
-            if not batch:
-                return None
-            for message in batch:
-                if message.error() is not None:
-                    continue
-                seen += 1
-                origin = _origin(message.headers() or [])
-                if origin is not None and stream == (
-                    f"{origin.cluster_id}|{origin.alias}|{origin.partition}|{origin.topic}"
-                ):
-                    return origin.offset
-        return None
-    except KafkaException as exc:
-        raise unavailable(cluster, exc) from None
+        with kafka_errors(cluster, f"read {topic} partition {partition} from offset {offset}"):
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            seen = 0
+            while seen < LOOK_AHEAD:
+                batch = consumer.consume(500, 5.0)
+                if not batch:
+                    return None
+                for message in batch:
+                    if message.error() is not None:
+                        continue
+                    seen += 1
+                    origin = _origin(message.headers() or [])
+                    if origin is not None and stream == (
+                        f"{origin.cluster_id}|{origin.alias}|{origin.partition}|{origin.topic}"
+                    ):
+                        return origin.offset
+            return None
     finally:
         consumer.close()

@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.audit.model import FlowPlan, TopicPlan
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
 
@@ -33,14 +33,10 @@ def plan_flow(
     wanted = re.compile(topics)
     source_admin = clients.admin_client(source.admin_config())
     target_admin = clients.admin_client(target.admin_config())
-    try:
+    with kafka_errors(source, "list topics"):
         source_md = source_admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise unavailable(source, exc) from None
-    try:
+    with kafka_errors(target, "list topics"):
         target_md = target_admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise unavailable(target, exc) from None
     names = sorted(
         name
         for name, md in source_md.topics.items()
@@ -89,8 +85,6 @@ def offsets_of(
         )
         found[kind] = {}
         for tp, future in futures.items():
-            try:
+            with kafka_errors(cluster, f"read the offsets of {tp.topic} partition {tp.partition}"):
                 found[kind][(tp.topic, tp.partition)] = int(future.result().offset)
-            except KafkaException as exc:
-                raise unavailable(cluster, exc) from None
     return {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}

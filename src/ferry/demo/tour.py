@@ -38,8 +38,24 @@ __all__ = ["run_demo"]
 TOPICS = {"orders": 3, "payments": 2}  # topic on A: partitions
 RATE = 3000  # records per second into A, two orders for each payment
 TRAFFIC_SECONDS = 15.0
+# Seconds of traffic instead of TRAFFIC_SECONDS: the test suite runs a shorter demo.
+TRAFFIC_SECONDS_ENV = "FERRY_DEMO_TRAFFIC_SECONDS"
 CATCH_UP_SECONDS = 45.0  # after the traffic stops; more means ferry is broken, not slow
 STATUS_EVERY_SECONDS = 5.0
+
+
+def _traffic_seconds() -> float:
+    """How long the demo's producer writes: TRAFFIC_SECONDS, or FERRY_DEMO_TRAFFIC_SECONDS."""
+    raw = os.environ.get(TRAFFIC_SECONDS_ENV)
+    if raw is None:
+        return TRAFFIC_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise FerryError(f"{TRAFFIC_SECONDS_ENV} '{raw}' is not a positive number of seconds")
+    return seconds
 
 
 def _text(value: object) -> str:
@@ -180,7 +196,7 @@ class _Cluster:
             try:
                 low, high = self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)
                 return int(low), int(high)
-            except KafkaException as exc:
+            except KafkaException as exc:  # waits out a leader election, per code
                 if exc.args[0].code() not in transient or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
@@ -330,6 +346,7 @@ def run_demo(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     directory = directory.resolve()
+    traffic_seconds = _traffic_seconds()  # a bad value is refused before anything starts
     console.rule(styled(("ferry demo", "bold")))
     console.print(
         styled(
@@ -377,7 +394,7 @@ def run_demo(
                 f"  {alias}: {broker.bootstrap} (pid {broker.pid}, data in {broker.directory})"
             )
         # The demo's own clients use the admin principal of a secure cluster; ferry its own.
-        traffic = _Traffic(brokers["A"].admin_settings, RATE, TRAFFIC_SECONDS)
+        traffic = _Traffic(brokers["A"].admin_settings, RATE, traffic_seconds)
         clients = [_Cluster(brokers["A"].admin_settings), _Cluster(brokers["B"].admin_settings)]
         _tour(console, directory, brokers, spark, traffic, *clients)
         succeeded = True
@@ -431,7 +448,7 @@ def _tour(
     for line in config_path.read_text().splitlines()[1:]:
         console.print(f"  {line}", highlight=False, markup=False)
     console.print(
-        f"\nA producer now writes {RATE:,} records/s into A for {TRAFFIC_SECONDS:.0f} s "
+        f"\nA producer now writes {RATE:,} records/s into A for {traffic.seconds:g} s "
         "(keyed by customer, with a header), while ferry copies them to B as they arrive:",
         soft_wrap=False,
     )

@@ -92,6 +92,6 @@ class GraphWatch:
         self._admins[alias] = admin
         try:
             metadata = admin.list_topics(timeout=5)  # type: ignore[attr-defined]
-        except KafkaException:
+        except KafkaException:  # None: "not known now"; the next check asks again
             return None
         return {name for name, md in metadata.topics.items() if md.error is None}

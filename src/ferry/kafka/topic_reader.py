@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from ferry.config.model import ClusterConfig
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 
 __all__ = ["TopicTail"]
 
@@ -50,10 +50,8 @@ class TopicTail:
             self._consumer = None
 
     def exists(self) -> bool:
-        try:
+        with kafka_errors(self.cluster, f"read the metadata of {self.topic}"):
             topics = self._client().list_topics(self.topic, timeout=self._timeout).topics
-        except KafkaException as exc:
-            raise unavailable(self.cluster, exc) from None
         meta = topics.get(self.topic)
         return meta is not None and meta.error is None and self.partition in meta.partitions
 
@@ -70,10 +68,10 @@ class TopicTail:
             return []
         consumer = self._client()
         tp = TopicPartition(self.topic, self.partition)
-        try:
+        with kafka_errors(
+            self.cluster, f"read the ends of {self.topic} partition {self.partition}"
+        ):
             low, high = consumer.get_watermark_offsets(tp, timeout=self._timeout)
-        except KafkaException as exc:
-            raise unavailable(self.cluster, exc) from None
         if last is not None:
             self._next = max(low, high - last)
         if self._next != OFFSET_BEGINNING and self._next >= high:

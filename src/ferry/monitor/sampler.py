@@ -24,7 +24,7 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.monitor.sync_delay import DelayKind
 from ferry.policy import policy_for
 
@@ -107,12 +107,10 @@ class KafkaSampler:
     # --- Kafka requests -------------------------------------------------------------------
 
     def _topics(self, cluster: ClusterConfig) -> dict[str, Any]:
-        try:
+        with kafka_errors(cluster, "list topics"):
             topics: dict[str, Any] = (
                 self._admin(cluster.alias).list_topics(timeout=self._timeout).topics
             )
-        except KafkaException as exc:
-            raise unavailable(cluster, exc) from None
         return topics
 
     def _log_ends(

@@ -22,13 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.flows.control import FlowControl
 from ferry.graph.selection import TopicSelector
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
@@ -374,10 +372,8 @@ def _onward(
 def _existing_on_target(
     admin: GroupAdmin, positions: list[Position]
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
-    try:
+    with kafka_errors(admin.cluster, "list topics"):
         topics = admin.list_topics()
-    except KafkaException as exc:
-        raise unavailable(admin.cluster, exc) from None
     kept, missing = [], []
     for p in positions:
         meta = topics.get(p.target_topic)

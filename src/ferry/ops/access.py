@@ -35,7 +35,7 @@ def _operations(
     ConsumerGroupDescribe with a bare error; the other questions tell whether it answers)."""
     try:
         described = future.result(timeout)
-    except KafkaException as exc:
+    except KafkaException as exc:  # per code: an authorization refusal is an answer, not a failure
         error = kafka_error_of(exc)
         unreachable = error is None or error.code() in UNREACHABLE_CODES
         if unreachable and asks_cluster:

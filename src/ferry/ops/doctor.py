@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.errors import FerryError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.ops.access import check_access
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
@@ -55,12 +53,10 @@ def diagnose(config: FerryConfig, *, timeout: float = 10.0) -> list[Finding]:
 
 
 def _list(cluster: ClusterConfig, timeout: float) -> dict[str, Any]:
-    try:
+    with kafka_errors(cluster, "list topics"):
         topics: dict[str, Any] = (
             clients.admin_client(cluster.admin_config()).list_topics(timeout=timeout).topics
         )
-    except KafkaException as exc:
-        raise unavailable(cluster, exc) from None
     return {name: md for name, md in topics.items() if md.error is None}
 
 
@@ -101,16 +97,9 @@ def _facts(cluster: ClusterConfig, topics: dict[str, Any], timeout: float) -> li
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
     facts = []
     for resource, future in admin.describe_configs(resources).items():
-        try:
+        fix = "grant ferry's principal DESCRIBE_CONFIGS"
+        with kafka_errors(cluster, "read its configs", topic=resource.name, fix=fix):
             entries = future.result(timeout)
-        except KafkaException as exc:
-            error = kafka_error_of(exc)
-            if error is None or error.code() in UNREACHABLE_CODES:
-                raise unavailable(cluster, exc) from None
-            raise FerryError(
-                f"cluster {cluster.alias}: could not read the configs of topic {resource.name}: "
-                f"{error.name()}: {error.str()}; grant ferry's principal DESCRIBE_CONFIGS"
-            ) from None
         md = topics[resource.name]
         rf = min((len(p.replicas) for p in md.partitions.values()), default=0)
         configs = {

@@ -20,7 +20,6 @@ from typing import Any
 
 from confluent_kafka import (
     IsolationLevel,
-    KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
@@ -31,7 +30,7 @@ from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
@@ -185,10 +184,8 @@ def _source_ends(
     cluster: ClusterConfig, selector: TopicSelector, timeout: float
 ) -> dict[tuple[str, int], int]:
     admin = clients.admin_client(cluster.admin_config())
-    try:
+    with kafka_errors(cluster, "list topics"):
         topics = admin.list_topics(timeout=timeout).topics
-    except KafkaException as exc:
-        raise unavailable(cluster, exc) from None
     request = {
         TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
         for name, md in topics.items()
@@ -202,10 +199,8 @@ def _source_ends(
     )
     ends: dict[tuple[str, int], int] = {}
     for tp, future in futures.items():
-        try:
+        with kafka_errors(cluster, f"read the end of {tp.topic} partition {tp.partition}"):
             ends[(tp.topic, tp.partition)] = int(future.result().offset)
-        except KafkaException as exc:
-            raise unavailable(cluster, exc) from None
     return ends
 
 

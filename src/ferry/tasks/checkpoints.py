@@ -16,14 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.flows.control import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
@@ -106,10 +104,8 @@ class CheckpointEmitter:
         return SyncReport(len(groups), len(fresh))
 
     def _partitions_on_target(self) -> dict[str, int]:
-        try:
+        with kafka_errors(self.target, "list topics"):
             topics = self.target_groups.list_topics()
-        except KafkaException as exc:
-            raise unavailable(self.target, exc) from None
         return {name: len(md.partitions) for name, md in topics.items() if md.error is None}
 
     def _publish(self, checkpoints: list[Checkpoint]) -> None:

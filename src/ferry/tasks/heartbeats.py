@@ -20,7 +20,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ReplicationError
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import kafka_errors, unavailable
 from ferry.kafka.mm2_records import Heartbeat
 from ferry.policy import policy_for
 from ferry.tasks.checkpoints import SyncReport
@@ -33,34 +33,23 @@ def ensure_heartbeats_topic(
 ) -> None:
     """`topic` exists on `cluster`: one partition, compacted (MM2's heartbeats topic)."""
     admin = clients.admin_client(cluster.admin_config())
-    try:
+    with kafka_errors(cluster, "list topics"):
         if topic in admin.list_topics(timeout=timeout).topics:
             return
-    except KafkaException as exc:
-        raise unavailable(cluster, exc) from None
     new = NewTopic(
         topic,
         num_partitions=1,
         replication_factor=replication_factor,
         config={"cleanup.policy": "compact"},
     )
-    try:
+    fix = (
+        "set heartbeats.topic.replication.factor to at most the number of brokers "
+        f"in {cluster.alias}, or create the topic yourself"
+    )
+    # TOPIC_ALREADY_EXISTS: created meanwhile.
+    done = {KafkaError.TOPIC_ALREADY_EXISTS}
+    with kafka_errors(cluster, "create topic", topic=topic, fix=fix, done=done):
         admin.create_topics([new])[topic].result(timeout)
-    except KafkaException as exc:
-        error = kafka_error_of(exc)
-        if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return  # created meanwhile
-        if error is None or error.code() in UNREACHABLE_CODES:
-            raise unavailable(cluster, exc) from None
-        raise ReplicationError(
-            f"could not create topic: {error.name()}: {error.str()}.",
-            cluster=cluster.alias,
-            topic=topic,
-            fix=(
-                "set heartbeats.topic.replication.factor to at most the number of brokers "
-                f"in {cluster.alias}, or create the topic yourself"
-            ),
-        ) from None
 
 
 class HeartbeatEmitter:

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.policy import policy_for
 from ferry.tasks.checkpoints import SyncReport
 
@@ -109,10 +109,8 @@ class TopicConfigSync:
         return SyncReport(len(pairs), sum(len(keys) for keys in changes.values()), tuple(notices))
 
     def _topics(self, cluster: ClusterConfig, admin: Any) -> dict[str, int]:
-        try:
+        with kafka_errors(cluster, "list topics"):
             topics = admin.list_topics(timeout=self._timeout).topics
-        except KafkaException as exc:
-            raise unavailable(cluster, exc) from None
         return {name: len(md.partitions) for name, md in topics.items() if md.error is None}
 
     def _describe(
@@ -131,7 +129,7 @@ class TopicConfigSync:
         for resource, future in admin.describe_configs(resources).items():
             try:
                 entries = future.result(self._timeout)
-            except KafkaException as exc:
+            except KafkaException as exc:  # per code: goes on past a topic gone or refused
                 error = kafka_error_of(exc)
                 if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
@@ -168,7 +166,7 @@ class TopicConfigSync:
         for resource, future in self._target_admin.incremental_alter_configs(resources).items():
             try:
                 future.result(self._timeout)
-            except KafkaException as exc:
+            except KafkaException as exc:  # a refusal is reported and the sync goes on
                 error = kafka_error_of(exc)
                 if error is None or error.code() in UNREACHABLE_CODES:
                     raise unavailable(self.target, exc) from None

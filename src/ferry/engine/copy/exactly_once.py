@@ -47,7 +47,7 @@ from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
 from ferry.errors import KafkaUnavailableError, ReplicationError
-from ferry.kafka.errors import kafka_error_of
+from ferry.kafka.errors import Endpoint, kafka_error_of, kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
 __all__ = [
@@ -225,7 +225,7 @@ def _begin(
             producer.begin_transaction()
             _send_offsets(producer, offsets, progress.consumer_group_metadata(), r, ctx)
             return producer, reread
-        except KafkaException as exc:
+        except KafkaException as exc:  # replaces a fenced producer once first
             _abort_quietly(producer)
             if fresh:
                 raise _retry_later(exc, r, ctx, "could not begin a transaction") from None
@@ -273,14 +273,9 @@ def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) 
     if not work:
         return {}
     request = [TopicPartition(r.remote_topic, r.partition) for r in work]
-    try:
+    target = Endpoint(ctx.target_alias, ctx.target_bootstrap)
+    with kafka_errors(target, "read ferry's committed progress"):
         answer = progress.committed(request, timeout=COMMIT_TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        raise KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"could not read ferry's committed progress: {exc}",
-        ) from None
     failed = [tp for tp in answer if tp.error is not None]
     if failed:
         # Never read as "no position": that copies the partition again from its start.
@@ -315,7 +310,7 @@ def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) 
         try:
             producer.commit_transaction(max(1.0, deadline - time.monotonic()))
             return
-        except KafkaException as exc:
+        except KafkaException as exc:  # retries retriable codes to the deadline
             error = kafka_error_of(exc)
             if error is not None and error.retriable() and time.monotonic() < deadline:
                 continue
@@ -444,7 +439,7 @@ def _commit_slice(
         offsets = [TopicPartition(r.remote_topic, r.partition, result.end)]
         try:
             _send_offsets(producer, offsets, group, r, ctx)
-        except KafkaException as exc:
+        except KafkaException as exc:  # every code but auth is retried: _retry_later
             what = "could not add ferry's position to a transaction"
             raise _retry_later(exc, r, ctx, what) from None
     _commit(producer, r, ctx, failures)

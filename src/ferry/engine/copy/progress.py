@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ferry.config.model import ClusterConfig
 from ferry.engine.copy.types import PartitionResult
 from ferry.errors import ReplicationError
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
 __all__ = ["LeaseCommitter", "commit_positions", "write_runs"]
@@ -67,10 +67,8 @@ def commit_positions(
     offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(positions.items()) if o >= 0]
     if not offsets:
         return
-    try:
+    with kafka_errors(target, "commit ferry's progress"):
         consumer.commit(offsets=offsets, asynchronous=False)
-    except KafkaException as exc:
-        raise unavailable(target, exc) from None
 
 
 @dataclass
@@ -155,7 +153,5 @@ class LeaseCommitter:
         # Every position each time, moved or not: an asynchronous commit that failed (say,
         # the group's coordinator moved) is not reported, and the next one repairs it.
         offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._ready.items())]
-        try:
+        with kafka_errors(self._target, "commit ferry's progress"):
             self._progress.commit(offsets=offsets, asynchronous=True)
-        except KafkaException as exc:
-            raise unavailable(self._target, exc) from None

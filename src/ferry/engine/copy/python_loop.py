@@ -282,7 +282,7 @@ def _produce(
             return
         except BufferError:
             producer.poll(0.05)  # the producer queue is full: let deliveries drain
-        except KafkaException as exc:
+        except KafkaException as exc:  # per code: retries an unknown partition
             # A partition the planner added a moment ago: this cached producer's metadata
             # predates it. Refresh it and retry, for a bounded time.
             error = kafka_error_of(exc)

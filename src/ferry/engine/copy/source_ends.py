@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ferry.engine.copy.types import CopyContext
 from ferry.errors import KafkaUnavailableError
+from ferry.kafka.errors import Endpoint, kafka_errors
 
 __all__ = ["high_watermarks"]
 
@@ -20,16 +21,11 @@ def high_watermarks(
     """Each partition's high watermark (the offset its next record gets) on the source."""
     ends: dict[tuple[str, int], int] = {}
     for topic, partition in partitions:
-        try:
+        source = Endpoint(ctx.source_alias, ctx.source_bootstrap)
+        with kafka_errors(source, f"read the end of {topic} partition {partition}"):
             answer = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS, cached=False
             )
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                ctx.source_alias,
-                ctx.source_bootstrap,
-                f"could not read the end of {topic} partition {partition}: {exc}",
-            ) from None
         # None: timed out. Below 0: no offset. Neither may read as an end below ferry's
         # position, which would copy the partition again from its start.
         if answer is None or answer[1] < 0:

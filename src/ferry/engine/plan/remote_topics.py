@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +25,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FlowConfig
-from ferry.errors import ReplicationError
 from ferry.flows.control import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import ferry_error, kafka_error_of, kafka_errors
 from ferry.policy import ReplicationPolicy, policy_for
 
 __all__ = ["RemoteTopic", "TopicManager"]
@@ -76,10 +76,8 @@ class TopicManager:
     # --- metadata -------------------------------------------------------------------------
 
     def _metadata(self, cluster: ClusterConfig, admin: Any) -> Any:
-        try:
+        with kafka_errors(cluster, "list topics"):
             return admin.list_topics(timeout=self._timeout)
-        except KafkaException as exc:
-            raise unavailable(cluster, exc) from None
 
     def cluster_ids(self) -> tuple[str, str]:
         source = self._metadata(self.source, self._source_admin).cluster_id
@@ -101,10 +99,8 @@ class TopicManager:
         )
         ends: dict[TP, int] = {}
         for tp, future in futures.items():
-            try:
+            with kafka_errors(self.source, f"read the end of {tp.topic} partition {tp.partition}"):
                 ends[(tp.topic, tp.partition)] = future.result().offset
-            except KafkaException as exc:
-                raise unavailable(self.source, exc) from None
         return ends
 
     def selected(self) -> dict[str, int]:
@@ -145,10 +141,8 @@ class TopicManager:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         copied: dict[str, dict[str, str]] = {}
         for resource, future in self._source_admin.describe_configs(resources).items():
-            try:
+            with self._errors(self.source, resource.name, "describe topic"):
                 entries = future.result(self._timeout)
-            except KafkaException as exc:
-                raise self._failure(exc, self.source, resource.name, "describe") from None
             copied[resource.name] = {
                 name: entry.value
                 for name, entry in entries.items()
@@ -176,24 +170,20 @@ class TopicManager:
             for t in topics
         ]
         for name, future in self._target_admin.create_topics(new).items():
-            try:
+            # TOPIC_ALREADY_EXISTS: created meanwhile by another run, fine.
+            with self._errors(
+                self.target, name, "create topic", done={KafkaError.TOPIC_ALREADY_EXISTS}
+            ):
                 future.result(self._timeout)
-            except KafkaException as exc:
-                error = kafka_error_of(exc)
-                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue  # created meanwhile by another run: fine
-                raise self._failure(exc, self.target, name, "create") from None
 
     def _expand(self, remote_topic: str, partitions: int) -> None:
         futures = self._target_admin.create_partitions([NewPartitions(remote_topic, partitions)])
         for name, future in futures.items():
-            try:
+            # INVALID_PARTITIONS: it already has them (expanded meanwhile).
+            with self._errors(
+                self.target, name, "add partitions to topic", done={KafkaError.INVALID_PARTITIONS}
+            ):
                 future.result(self._timeout)
-            except KafkaException as exc:
-                error = kafka_error_of(exc)
-                if error is not None and error.code() == KafkaError.INVALID_PARTITIONS:
-                    continue  # already has them (expanded meanwhile)
-                raise self._failure(exc, self.target, name, "add partitions to") from None
 
     def ensure_internal_topic(
         self,
@@ -211,13 +201,10 @@ class TopicManager:
             config={"cleanup.policy": "compact"},
         )
         for topic, future in self._target_admin.create_topics([new]).items():
-            try:
+            with self._errors(
+                self.target, topic, "create topic", key=key, done={KafkaError.TOPIC_ALREADY_EXISTS}
+            ):
                 future.result(self._timeout)
-            except KafkaException as exc:
-                error = kafka_error_of(exc)
-                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                raise self._failure(exc, self.target, topic, "create", key=key) from None
 
     def _max_message_bytes(self, topics: list[str], just_created: set[str]) -> dict[str, int]:
         if not topics:
@@ -231,14 +218,17 @@ class TopicManager:
             for resource, future in self._target_admin.describe_configs(resources).items():
                 try:
                     entries = future.result(self._timeout)
-                except KafkaException as exc:
+                except KafkaException as exc:  # asks again for a just-created topic: per code
                     error = kafka_error_of(exc)
                     unknown = error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
                     # A topic created a moment ago may not be known to the broker answering.
                     if unknown and resource.name in just_created and time.monotonic() < deadline:
                         pending.append(resource.name)
                         continue
-                    raise self._failure(exc, self.target, resource.name, "describe") from None
+                    fix = self._fix(self.target, resource.name)
+                    raise ferry_error(
+                        self.target, exc, "describe topic", topic=resource.name, fix=fix
+                    ) from exc
                 entry = entries.get("max.message.bytes")
                 if entry is not None and entry.value is not None:
                     limits[resource.name] = int(entry.value)
@@ -248,19 +238,21 @@ class TopicManager:
 
     # --- errors -----------------------------------------------------------------------------
 
-    def _failure(
+    def _errors(
         self,
-        exc: KafkaException,
         cluster: ClusterConfig,
         topic: str,
         action: str,
         key: str = "replication.factor",
-    ) -> Exception:
-        error = kafka_error_of(exc)
-        if error is not None and error.code() in UNREACHABLE_CODES:
-            return unavailable(cluster, exc)
-        code = error.name() if error is not None else type(exc).__name__
-        text = error.str() if error is not None else str(exc)
+        done: Collection[int] = (),
+    ) -> AbstractContextManager[None]:
+        fix = self._fix(cluster, topic, key)
+        return kafka_errors(cluster, action, topic=topic, fix=fix, done=done)
+
+    def _fix(
+        self, cluster: ClusterConfig, topic: str, key: str = "replication.factor"
+    ) -> Callable[[KafkaError], str]:
+        """What to do about a refusal to create, describe or grow `topic`, by error code."""
         fixes = {
             "INVALID_REPLICATION_FACTOR": (
                 f"set {key} (or {self.flow.name}.{key}) to at most the number of brokers "
@@ -276,9 +268,4 @@ class TopicManager:
             ),
             "POLICY_VIOLATION": f"create topic {topic} on {cluster.alias} by hand",
         }
-        return ReplicationError(
-            f"could not {action} topic: {code}: {text}.",
-            cluster=cluster.alias,
-            topic=topic,
-            fix=fixes.get(code, "see the broker's log for why it refused"),
-        )
+        return lambda error: fixes.get(error.name(), "see the broker's log for why it refused")

@@ -347,7 +347,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             answer = worker_clients.consumer_for(settings).committed(
                 [TopicPartition(*remote[tp]) for tp in sorted(remote)], timeout=10
             )
-        except KafkaException:
+        except KafkaException:  # placement falls back to this machine's counters, never fails
             worker_clients.evict(settings, {})
             return {
                 (topic, int(partition)): lag
