@@ -84,3 +84,9 @@ def test_backoff_for_a_loop_that_cannot_block_doubles_to_a_minute_and_resets() -
     assert [backoff.next_delay() for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
     backoff.reset()
     assert backoff.next_delay() == 1
+
+
+def test_equal_first_and_max_delays_give_a_fixed_pause() -> None:
+    slept: list[float] = []
+    assert _retry(Flaky(3), slept, first_delay=0.1, max_delay=0.1) == 4
+    assert slept == [0.1, 0.1, 0.1]

@@ -32,8 +32,10 @@ FIRST_DELAY_SECONDS = 1.0
 MAX_DELAY_SECONDS = 60.0
 
 
-def _delays() -> wait_exponential:
-    return wait_exponential(multiplier=FIRST_DELAY_SECONDS, max=MAX_DELAY_SECONDS)
+def _delays(
+    first: float = FIRST_DELAY_SECONDS, most: float = MAX_DELAY_SECONDS
+) -> wait_exponential:
+    return wait_exponential(multiplier=first, max=most)
 
 
 class Backoff:
@@ -70,14 +72,17 @@ def retry_unavailable(
     sleep: Callable[[float], None],
     stopping: Callable[[], bool] = lambda: False,
     max_wait: float | None = None,
+    first_delay: float = FIRST_DELAY_SECONDS,
+    max_delay: float = MAX_DELAY_SECONDS,
 ) -> T:
     """`action()` until it returns; a `KafkaUnavailableError` is retried after `on_retry(error,
     delay)` and `sleep(delay)`. Gives up, raising the last error, once `stopping()` says so or
-    the next attempt would start more than `max_wait` seconds after the first."""
+    the next attempt would start more than `max_wait` seconds after the first. Delays double
+    from `first_delay` to `max_delay` (equal: a fixed pause, for a short deadline)."""
     stop = _StopWhen(stopping) | (stop_never if max_wait is None else stop_before_delay(max_wait))
     retrying = Retrying(
         retry=retry_if_exception_type(KafkaUnavailableError),
-        wait=_delays(),
+        wait=_delays(first_delay, max_delay),
         stop=stop,
         sleep=sleep,
         before_sleep=lambda state: on_retry(_error(state), _next_sleep(state)),
