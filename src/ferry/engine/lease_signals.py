@@ -30,10 +30,11 @@ import secrets
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import httpx
 
 from ferry.engine.flow_state import FlowState
 
@@ -205,16 +206,18 @@ class LeaseSignals:
         if self._clock() < self._quiet_until:
             return None
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            f"{self._base}/{action}",
-            data=data,
-            method=method,
-            headers={TOKEN_HEADER: self._token, "Content-Type": "application/json"},
-        )
+        headers = {TOKEN_HEADER: self._token, "Content-Type": "application/json"}
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-                answer: dict[str, Any] = json.loads(response.read())
-                return answer
-        except (OSError, ValueError):  # unreachable, refused, timed out, an HTTP error
+            response = httpx.request(
+                method,
+                f"{self._base}/{action}",
+                content=data,
+                headers=headers,
+                timeout=TIMEOUT_SECONDS,
+            )
+            response.raise_for_status()
+            answer: dict[str, Any] = json.loads(response.content)
+            return answer
+        except (httpx.HTTPError, OSError, ValueError):  # unreachable, refused, timed out, 4xx/5xx
             self._quiet_until = self._clock() + QUIET_SECONDS
             return None

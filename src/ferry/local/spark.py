@@ -15,12 +15,12 @@ import os
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from ferry.errors import LocalClusterError
@@ -110,9 +110,10 @@ def read_state(directory: Path) -> SparkCluster | None:
 
 def master_state(cluster: SparkCluster, timeout: float = 2.0) -> dict[str, Any]:
     """The master's own view (its REST `json/` page): workers, cores, applications."""
-    with urllib.request.urlopen(f"{cluster.webui_url}/json/", timeout=timeout) as answer:
-        state: dict[str, Any] = json.load(answer)
-        return state
+    answer = httpx.get(f"{cluster.webui_url}/json/", timeout=timeout, follow_redirects=True)
+    answer.raise_for_status()
+    state: dict[str, Any] = json.loads(answer.content)
+    return state
 
 
 def _launch(
@@ -260,7 +261,7 @@ def _wait_registered(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _check_running(process, proc)
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(httpx.HTTPError, OSError, ValueError):
             workers = master_state(cluster).get("workers", [])
             if any(w.get("port") == port and w.get("state") == "ALIVE" for w in workers):
                 return
@@ -289,7 +290,7 @@ def _wait_alive(
     while time.monotonic() < deadline:
         for process, proc in started:
             _check_running(process, proc)
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(httpx.HTTPError, OSError, ValueError):
             alive = int(master_state(cluster).get("aliveworkers", 0))
             if alive >= workers:
                 return

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
+
+import httpx
 
 from ferry.errors import ConfigError
 
@@ -57,14 +58,15 @@ class Webhook:
             self._post(event)
 
     def _post(self, event: dict[str, Any]) -> None:
-        request = urllib.request.Request(
-            self.url,
-            data=json.dumps(event).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                response.read()
+            response = httpx.post(
+                self.url,
+                content=json.dumps(event).encode(),
+                headers={"Content-Type": "application/json"},
+                timeout=self._timeout,
+            )
+            if not response.is_success:
+                reason = f"HTTP {response.status_code} {response.reason_phrase}"
+                self._log(f"webhook: POST {self.url} failed: {reason}")
         except Exception as exc:  # any failure of the receiver is its problem, not ours
             self._log(f"webhook: POST {self.url} failed: {exc}")
