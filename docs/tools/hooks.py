@@ -1,0 +1,36 @@
+"""mkdocs hooks: the benchmark results under bench/results/ become pages of the site.
+
+The pages link them as `../bench/results/<file>` (relative to docs/, so the same links work when
+reading the repository); here each such file joins the site under `bench/results/`, so
+`mkdocs build --strict` checks those links like any other and the tables are never copied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files, InclusionLevel
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for path in sorted(RESULTS.iterdir()):
+        if not path.is_file() or path.suffix == ".tmp":
+            continue
+        if path.suffix == ".md":
+            dest = f"bench/results/{path.stem}/index.html"
+        else:
+            dest = f"bench/results/{path.name}"
+        files.append(
+            File(
+                f"../bench/results/{path.name}",
+                src_dir=config["docs_dir"],
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+                dest_uri=dest,
+                inclusion=InclusionLevel.NOT_IN_NAV,
+            )
+        )
+    return files
