@@ -1,0 +1,95 @@
+"""`ferry validate` and `ferry topology`: what a config says, and the graph its flows make."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ferry.cli.common import ConfigOption, check_topology, load, print_notes, quoted
+from ferry.errors import FerryError
+from ferry.secrets import HIDDEN
+from ferry.terminal.console import err, out, styled
+
+__all__ = ["topology", "validate"]
+
+
+def validate(config: ConfigOption) -> None:
+    """Check a config file and print what ferry will do with it."""
+    cfg = load(config)
+    for key in cfg.ignored_keys:
+        err.print(
+            styled(
+                ("note", "yellow"),
+                f": {config}: key '{key}' only matters to MirrorMaker, "
+                "Kafka Connect or Java clients; ignored",
+            )
+        )
+    print_notes(cfg)
+    check_topology(cfg, config, "valid")
+    out.print(f"{config}: valid")
+    out.print(
+        f"  clusters: {', '.join(f'{a} ({c.bootstrap_servers})' for a, c in cfg.clusters.items())}"
+    )
+    for flow in cfg.flows:
+        state = "enabled" if flow.enabled else "disabled"
+        topics = quoted(flow.topics)
+        out.print(
+            f"  flow {flow.name}: {state}, policy {flow.policy.kind}, topics {topics}, "
+            f"exactly-once {'on' if flow.exactly_once else 'off'}"
+        )
+    out.print(f"  state dir: {cfg.state_dir}")
+    if cfg.secrets:
+        sources = (
+            f"{key} ({', '.join(refs) if refs else 'in the file'})"
+            for key, refs in sorted(cfg.secrets.items())
+        )
+        out.print(f"  secrets (printed as {HIDDEN}): {', '.join(sources)}")
+    _print_control_state(cfg)
+
+
+def _print_control_state(cfg: Any) -> None:
+    """What the API changed (topics, pause), as the control topic keeps it for the next start."""
+    from ferry.control.controller import describe
+    from ferry.control.log import ControlLog
+
+    api = cfg.api
+    if api.control_cluster is None:
+        out.print("  control state: not kept (set api.control.cluster to keep API changes)")
+        return
+    log = ControlLog(cfg.clusters[api.control_cluster], api.control_topic, timeout=5)
+    try:
+        saved = log.read()
+    except FerryError as exc:
+        err.print(f"note: could not read the control state: {exc}")
+        return
+    where = f"{api.control_topic} on {api.control_cluster}"
+    changed = {name: c for name, c in saved.items() if not c.empty}
+    if not changed:
+        out.print(f"  control state ({where}): no change made over the API")
+    for name, control in sorted(changed.items()):
+        out.print(f"  control state ({where}): flow {name}: {describe(control)}")
+
+
+def topology(
+    config: ConfigOption,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also draw the graph into this PNG file")
+    ] = None,
+) -> None:
+    """Print the replication graph (clusters, flows, policies, topics) with its warnings and
+    errors; exits 1 if a route would copy records twice or forever."""
+    from ferry.cli.topology_view import draw_png, print_findings, print_graph
+    from ferry.graph.check import check_config
+
+    cfg = load(config)
+    report = check_config(cfg)
+    print_graph(out, cfg)
+    print_findings(err, report, config)
+    if png is not None:
+        draw_png(cfg, report, png)
+        out.print(f"drawn: {png}")
+    out.print(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)")
+    if not report.ok:
+        raise typer.Exit(1)

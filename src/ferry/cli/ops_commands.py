@@ -1,0 +1,127 @@
+"""`ferry status`, `ferry doctor` and `ferry monitor`: how replication is doing, read from the
+clusters."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ferry.cli.common import ConfigOption, JsonOption, load
+from ferry.errors import FerryError
+from ferry.terminal.console import err, out
+
+__all__ = ["doctor", "monitor", "status"]
+
+
+def status(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Per flow, read from the clusters: heartbeat latency, replicated position and lag per
+    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer."""
+
+    from ferry.ops.status import flow_status
+
+    cfg = load(config)
+    flows = [flow_status(cfg, flow) for flow in cfg.enabled_flows]
+    if as_json:
+        print(json.dumps({"flows": {f.flow: f.to_json() for f in flows}}))
+    else:
+        _print_status(flows)
+    if any(f.errors for f in flows):
+        raise typer.Exit(1)  # a cluster did not answer: its figures are missing
+
+
+def _print_status(flows: list[Any]) -> None:
+    from rich.table import Table
+
+    for f in flows:
+        latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
+        lag = "unknown" if f.lag is None else f"{f.lag:,}"
+        table = Table(
+            title=f"flow {f.flow}: latency {latency}, lag {lag}, "
+            f"copied {f.records:,} records ({f.bytes:,} bytes)",
+            title_justify="left",
+        )
+        for column in ("topic", "partition", "source end", "replicated", "lag"):
+            table.add_column(column, justify="left" if column == "topic" else "right")
+        for p in f.partitions:
+            table.add_row(
+                p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
+            )
+        out.print(table)
+        for name, e in f.executors.items():
+            out.print(
+                f"  executor {name} on {e['host']}: {len(e['partitions'])} partitions now, "
+                f"{e['records_per_second']:,.0f} records/s, {e['records']:,} records copied"
+            )
+        if f.spark_ui:
+            out.print(f"  Spark UI: {f.spark_ui}")
+        for error in f.errors:
+            err.print(f"flow {f.flow}: {error}")
+
+
+def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
+    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer), and
+    name each ACL ferry's principal lacks on a flow's source or target."""
+    from ferry.ops.doctor import diagnose
+
+    findings = diagnose(load(config))
+    if as_json:
+        print(json.dumps({"warnings": [f.to_json() for f in findings]}))
+        return
+    for f in findings:
+        where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
+        out.print(f"warning: {where}: {f.detail} [{f.kind}]", highlight=False, markup=False)
+    out.print(f"{len(findings)} warning(s)")
+
+
+def monitor(
+    config: ConfigOption,
+    metrics_port: Annotated[
+        int,
+        typer.Option(help="Serve /metrics and /healthz on 127.0.0.1:PORT; 0 = any free port"),
+    ] = 9464,
+    webhook: Annotated[
+        str | None,
+        typer.Option(help="POST each alert and recovery as JSON to this http(s) URL"),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Sample every flow once, print the offsets, exit"),
+    ] = False,
+) -> None:
+    """Watch every enabled flow for sync delay (sliding-window rule); serve Prometheus metrics."""
+    from ferry.monitor import service
+
+    cfg = load(config)
+    if once:
+        failed = False
+        for flow, sample in service.sample_once(cfg):
+            if isinstance(sample, FerryError):
+                err.print(f"flow {flow.name}: {sample}", highlight=False, markup=False)
+                failed = True
+                continue
+            if not sample.pairs:
+                out.print(f"flow {flow.name}: no replicated topic", highlight=False)
+            for p in sample.pairs:
+                group = f" group {p.group}" if p.group is not None else ""
+                out.print(
+                    f"flow {flow.name} {p.kind.value}{group} {p.topic} partition {p.partition}: "
+                    f"{flow.source} {p.a}, {flow.target} {p.b} ({p.remote_topic})",
+                    highlight=False,
+                    markup=False,
+                )
+        if failed:
+            raise typer.Exit(1)
+        return
+
+    def ready(port: int) -> None:
+        print(f"metrics: http://127.0.0.1:{port}/metrics  health: http://127.0.0.1:{port}/healthz")
+        sys.stdout.flush()
+
+    try:
+        service.serve(cfg, port=metrics_port, webhook_url=webhook, on_ready=ready)
+    except KeyboardInterrupt:  # a second Ctrl-C while a sample was waiting on a cluster
+        err.print("interrupted")
+        raise typer.Exit(130) from None

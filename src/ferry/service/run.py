@@ -1,0 +1,136 @@
+"""`ferry run`'s composition root: the config in, every enabled flow replicated until done or
+stopped, each flow's progress out.
+
+Wired here, in this order: the controller over the control topic (what the API last changed,
+restored into each flow's state before anything copies), the runner (Spark, the flows'
+queries, the metrics endpoint), and with an API port the control API and its web console over
+both; they are closed in reverse order however the run ends. What the run says goes to
+`on_notice` (and to the web console's event list); the API's address to `on_api`; the flows'
+progress to `on_progress`. A run that ends returns; one that fails raises its `FerryError`
+(`ferry run` then exits 1 with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from ferry.config.model import FerryConfig
+from ferry.engine.runner import FlowProgress, Runner
+from ferry.errors import ConfigError
+
+__all__ = ["FerryRun", "RunOptions", "run"]
+
+Notice = Callable[[str], None]
+Progress = Callable[[list[FlowProgress]], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run, besides the config: `ferry run`'s options."""
+
+    once: bool = False  # copy everything available at start, then return
+    metrics_port: int | None = None  # Prometheus /metrics and /healthz on 127.0.0.1 (0: any)
+    # The control API and its web console (0: any port). With it a flow that fails for good
+    # stays `failed`, for the API to show and restart, and the others copy on.
+    api_port: int | None = None
+    api_host: str = "127.0.0.1"  # not loopback only with a token (api.token)
+
+
+class FerryRun:
+    """One `ferry run`: `run()` blocks until done or stopped; `request_stop()` (from another
+    thread, or SIGINT/SIGTERM in the main thread) stops it after the current batch."""
+
+    def __init__(
+        self,
+        config: FerryConfig,
+        options: RunOptions | None = None,
+        *,
+        on_notice: Notice | None = None,
+        on_progress: Progress | None = None,
+        on_api: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.options = options or RunOptions()
+        self._on_notice = on_notice or (lambda _line: None)
+        self._on_progress = on_progress
+        self._on_api = on_api or (lambda _url: None)
+        self._runner: Runner | None = None
+        self._stop_asked = False
+
+    def request_stop(self) -> None:
+        self._stop_asked = True
+        if self._runner is not None:
+            self._runner.request_stop()
+
+    def run(self) -> list[FlowProgress]:
+        from ferry.api.events import Events
+        from ferry.control.controller import Controller
+
+        _refuse_bad_graph(self.config)
+        events = Events()  # what the web console shows of the run's lines
+
+        def notice(line: str) -> None:
+            self._on_notice(line)
+            events.add(line)
+
+        options = self.options
+        runner = self._runner = Runner(
+            self.config,
+            once=options.once,
+            on_progress=self._on_progress,
+            on_notice=notice,
+            metrics_port=options.metrics_port,
+            keep_failed=options.api_port is not None,  # a failed flow stays, for the API
+        )
+        if self._stop_asked:
+            runner.request_stop()
+        with ExitStack() as stack:
+            controller = Controller.of(self.config, notice)
+            stack.callback(controller.close)
+            controller.restore()  # what the API last said, before anything copies
+            if options.api_port is not None:
+                from ferry.api.server import serve
+
+                api = serve(
+                    self.config,
+                    controller,
+                    runner.flow_conditions,
+                    options.api_host,
+                    options.api_port,
+                    restart=runner.restart,
+                    events=events,
+                )
+                stack.callback(api.stop)
+                self._on_api(api.url)
+            return runner.run()
+
+
+def run(
+    config: FerryConfig,
+    options: RunOptions | None = None,
+    *,
+    on_notice: Notice | None = None,
+    on_progress: Progress | None = None,
+    on_api: Callable[[str], None] | None = None,
+) -> list[FlowProgress]:
+    """Replicate every enabled flow of `config` until done (`options.once`) or stopped
+    (SIGINT/SIGTERM); each flow's progress. Raises the `FerryError` that stopped the run."""
+    return FerryRun(
+        config, options, on_notice=on_notice, on_progress=on_progress, on_api=on_api
+    ).run()
+
+
+def _refuse_bad_graph(config: FerryConfig) -> None:
+    """A graph that would copy records twice or forever does not start (the command line
+    prints each route first; see ferry.graph.check)."""
+    from ferry.graph.check import check_config
+
+    report = check_config(config)
+    if not report.ok:
+        raise ConfigError(
+            f"not started: {len(report.errors)} route(s) would copy records twice or forever "
+            f"({report.errors[0].message}); change the flows' topics, topics.exclude or policy",
+            file=str(config.path) if config.path else None,
+        )
