@@ -34,3 +34,22 @@ def on_files(files: Files, config: Any) -> Files:
             )
         )
     return files
+
+
+def on_pre_build(config: Any) -> None:
+    """The README is not part of the site, but its links point into it: each must exist."""
+    import re
+
+    from mkdocs.exceptions import PluginError
+
+    root = RESULTS.parents[1]
+    readme = root / "README.md"
+    missing = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme.read_text(encoding="utf-8")):
+        path = target.split("#", 1)[0]
+        if not path or "://" in path:
+            continue
+        if not (root / path).exists():
+            missing.append(target)
+    if missing:
+        raise PluginError(f"README.md links to files that do not exist: {', '.join(missing)}")
