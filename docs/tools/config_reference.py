@@ -69,7 +69,8 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
     "exactly.once.source.support": (
         "same key (a Connect worker setting in MM2; here per flow too)",
         "`enabled`: every copy lands exactly once for read_committed consumers "
-        "([exactly-once mode](../operations/guarantees.md#exactly-once-mode)); `preparing` acts as `disabled`",
+        "([exactly-once mode](../operations/guarantees.md#exactly-once-mode)); "
+        "`preparing` acts as `disabled`",
     ),
     "replication.factor": (SAME, "replication factor of the remote topics ferry creates"),
     "heartbeats.topic.replication.factor": (SAME, "of `heartbeats`; 1 on single-broker clusters"),
@@ -281,7 +282,7 @@ def render() -> str:
     )
     add(
         "Every key ferry reads, with its default and its MirrorMaker 2 (MM2) equivalent. "
-        "\"same key, same default\" means the key keeps MM2's name, meaning and default "
+        '"same key, same default" means the key keeps MM2\'s name, meaning and default '
         "(Kafka 4.1.1). How files are written, MM2's Java client keys and secrets are in "
         "[Configuration](index.md).\n"
     )
