@@ -38,7 +38,7 @@ integration: setup
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
 # then the web console in a headless Chromium (Debian's, installed when missing) pausing and
-# resuming a flow; about 5 minutes, so not part of `make test` (which runs the API's changes
+# resuming a flow; not part of `make test` (which runs the API's changes
 # in leases, in process). The console's screenshots go to artifacts/console/.
 test-api: setup
 	@sh scripts/install_chromium.sh
