@@ -115,7 +115,9 @@ class FlowConfig(_Frozen):
     # took 2 batches instead of 8 and about 3.5 s and 2 CPU s less (bench.cpu_breakdown).
     batch_max_records: int | None = None
     batch_max_bytes: int | None = None
-    bins: int = 0  # 0: Spark's default parallelism (one bin per core)
+    # Spark tasks per lease or batch; 0: a lease takes the flow's share of the task slots, a
+    # batch one per 16 MiB up to one per core (engine/plan/batches.py: lease_bins, bin_count).
+    bins: int = 0
     trigger_interval_ms: int = 200
     # The per-task copy loop: "native" (C over librdkafka, engine/copy/native/fastcopy.c),
     # "python" (engine/copy/python_loop.py), "auto": native where it loads, else python.
