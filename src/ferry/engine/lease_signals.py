@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import re
 import secrets
 import threading
@@ -168,6 +169,20 @@ def _handler(
     return Handler
 
 
+_shared: dict[int, httpx.Client] = {}  # by process id: a forked worker never uses its parent's
+_shared_lock = threading.Lock()
+
+
+def _client() -> httpx.Client:
+    """One client for every lease of this process: a client costs a TLS context to build."""
+    with _shared_lock:
+        pid = os.getpid()
+        if pid not in _shared:
+            _shared.clear()
+            _shared[pid] = httpx.Client(timeout=TIMEOUT_SECONDS)
+        return _shared[pid]
+
+
 class LeaseSignals:
     """A leased task's side: asks the driver at `url` about flow `flow`."""
 
@@ -208,12 +223,8 @@ class LeaseSignals:
         data = json.dumps(body).encode() if body is not None else None
         headers = {TOKEN_HEADER: self._token, "Content-Type": "application/json"}
         try:
-            response = httpx.request(
-                method,
-                f"{self._base}/{action}",
-                content=data,
-                headers=headers,
-                timeout=TIMEOUT_SECONDS,
+            response = _client().request(
+                method, f"{self._base}/{action}", content=data, headers=headers
             )
             response.raise_for_status()
             answer: dict[str, Any] = json.loads(response.content)
