@@ -180,7 +180,7 @@ class ApiConfig(_Frozen):
     token_file: Path | None = None  # `api.token.file`; FERRY_API_TOKEN wins when set
     ssl_certfile: Path | None = None  # `api.ssl.certfile` + `api.ssl.keyfile`: HTTPS
     ssl_keyfile: Path | None = None
-    control_cluster: str | None = None  # `api.control.cluster`: keeps changes across restarts
+    control_cluster: str | None = None  # `api.control.cluster`: every flow's control topic there
     control_topic: str = DEFAULT_CONTROL_TOPIC  # `api.control.topic`
 
 

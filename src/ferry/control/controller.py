@@ -1,22 +1,22 @@
 """Applies a change to a running flow: checks it, records it, makes the planner act on it.
 
-A change is recorded first in the control topic (when `api.control.cluster` is set, so it
-survives a restart; see control/log.py), then in the flow's state dir (`control.json`, which
-the planner reads at every lease or batch), and then the flow's replan marker is left so the
-running lease ends after its current slice and the next one is planned with the change: a
-change acts within a few seconds, not at the end of a 10-minute lease. A change that changes
-nothing (pausing a paused flow) records nothing and says nothing; every other one is said once.
+A change is recorded first in the flow's control topic (on `api.control.cluster`, or else on
+the flow's target cluster: see control/log.py), so it survives a restart; a change that topic
+does not take is refused and changes nothing. Then it is written to the flow's state dir
+(`control.json`, which the planner reads at every lease or batch), and then the flow's replan
+marker is left so the running lease ends after its current slice and the next one is planned
+with the change: a change acts within a few seconds, not at the end of a 10-minute lease. A
+change that changes nothing (pausing a paused flow) records nothing and says nothing; every
+other one is said once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-
-from confluent_kafka import KafkaException
+from collections.abc import Callable, Mapping
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.log import ControlLog
+from ferry.control.log import ControlLog, control_logs
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
@@ -24,7 +24,7 @@ from ferry.flows.control import FlowControl
 from ferry.graph.guard import new_errors
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.policy import policy_for
 
 __all__ = ["Controller", "cluster_topics"]
@@ -35,24 +35,25 @@ ClusterTopics = Callable[[FerryConfig, str], set[str]]
 def cluster_topics(config: FerryConfig, alias: str) -> set[str]:
     """The topics on a cluster now."""
     cluster = config.clusters[alias]
-    try:
+    with kafka_errors(cluster, "list its topics"):
         metadata = clients.admin_client(cluster.admin_config()).list_topics(timeout=15)
-    except KafkaException as exc:
-        raise unavailable(cluster, exc) from None
     return {name for name, md in metadata.topics.items() if md.error is None}
 
 
 class Controller:
+    """`logs`: each flow's control log by flow name (`Controller.of` builds them from the
+    config); a flow without one keeps its changes in its state dir only (tests)."""
+
     def __init__(
         self,
         config: FerryConfig,
         notice: Callable[[str], None],
         *,
-        log: ControlLog | None = None,
+        logs: Mapping[str, ControlLog] | None = None,
         topics: ClusterTopics = cluster_topics,
     ) -> None:
         self.config = config
-        self.log = log
+        self.logs = dict(logs or {})
         self._notice = notice
         self._topics = topics
         self._lock = threading.Lock()
@@ -62,31 +63,45 @@ class Controller:
 
     @classmethod
     def of(cls, config: FerryConfig, notice: Callable[[str], None]) -> Controller:
-        """With the control topic `api.control.*` names, if any."""
-        api = config.api
-        log = None
-        if api.control_cluster is not None:
-            log = ControlLog(config.clusters[api.control_cluster], api.control_topic)
-        return cls(config, notice, log=log)
+        """Each enabled flow with its control topic: on `api.control.cluster` when set,
+        else on the flow's target cluster."""
+        return cls(config, notice, logs=control_logs(config))
 
     # --- start ----------------------------------------------------------------------------
 
     def restore(self) -> dict[str, FlowControl]:
-        """Each enabled flow's override as the control topic last recorded it (none without
-        a control topic: then the file alone counts), written where the planner reads it.
-        Runs before anything copies, so a restart replicates what the API last said."""
-        saved = self.log.read() if self.log is not None else {}
+        """Each enabled flow's override as its control topic last recorded it, written where
+        the planner reads it. Runs before anything copies, so a restart replicates what the
+        API last said. A control topic that cannot be read leaves its flows' state dir as
+        the last run left it, and says so."""
+        saved = self._read_logs()
         restored: dict[str, FlowControl] = {}
         for name, state in self.states.items():
-            control = saved.get(name, FlowControl())
+            log = self.logs.get(name)
+            recorded = saved[id(log)] if log is not None else {}
+            if recorded is None:
+                restored[name] = state.control()
+                continue
+            control = recorded.get(name, FlowControl())
             state.write_control(control)
             restored[name] = control
-            if not control.empty and self.log is not None:
-                self._notice(
-                    f"flow {name}: {describe(control)}, as recorded in {self.log.topic} on "
-                    f"{self.log.cluster.alias}"
-                )
+            if not control.empty and log is not None:
+                self._notice(f"flow {name}: {describe(control)}, as recorded in {log.where}")
         return restored
+
+    def _read_logs(self) -> dict[int, dict[str, FlowControl] | None]:
+        """Each distinct control log's records (by the log's id); None where unreadable."""
+        saved: dict[int, dict[str, FlowControl] | None] = {}
+        for log in {id(log): log for log in self.logs.values()}.values():
+            try:
+                saved[id(log)] = log.read()
+            except FerryError as exc:
+                saved[id(log)] = None
+                self._notice(
+                    f"could not read the control topic {log.where}: {exc}; its flows start "
+                    "with the API changes their state dir last recorded"
+                )
+        return saved
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -105,10 +120,11 @@ class Controller:
     def add_topic(self, source: str, target: str, topic: str) -> FlowControl:
         flow = self.flow(source, target)
         policy = policy_for(flow.policy, flow.source)
-        if policy.is_internal_topic(topic):
+        why = policy.internal_rule(topic)
+        if why is not None:
             raise RejectedChangeError(
-                f"topic {topic} is internal (Kafka's, MirrorMaker's or ferry's own "
-                "bookkeeping) and is never replicated"
+                f"topic {topic} is internal ({why}), and internal topics are never replicated "
+                "(MirrorMaker 2's rule)"
             )
         if policy.is_cycle(topic, flow.target):
             raise RejectedChangeError(
@@ -169,8 +185,9 @@ class Controller:
             new = change(old)
             if new == old:
                 return old
-            if self.log is not None:
-                self.log.write(flow.name, new)  # first: a change answered 200 survives a crash
+            log = self.logs.get(flow.name)
+            if log is not None:
+                log.write(flow.name, new)  # first: a change answered 200 survives a crash
             state.write_control(new)
             state.directory.mkdir(parents=True, exist_ok=True)
             state.replan_marker.touch()  # the running lease ends; the next one has the change
@@ -178,8 +195,8 @@ class Controller:
             return new
 
     def close(self) -> None:
-        if self.log is not None:
-            self.log.close()
+        for log in {id(log): log for log in self.logs.values()}.values():
+            log.close()
 
 
 def describe(control: FlowControl) -> str:

@@ -1,29 +1,43 @@
 """The control topic: every change made over the API, kept where a restart finds it.
 
-Kafka Connect keeps connector configs in a compacted config topic; ferry does the same with
-its flows' runtime overrides. One single-partition compacted topic (`api.control.topic`,
-default `ferry-control.internal`) on the cluster `api.control.cluster`: key the flow's name
-(`A->B`), value its whole `FlowControl` (so compaction may keep only the last record of each
-flow, and the last record is the flow's state). `ferry run` reads it to its end at start and
-writes a record (acks=all, flushed) before it acts on a change: a change the API answered 200
-for survives a crash.
+Kafka Connect keeps connector configs in a compacted config topic on its own cluster; ferry
+does the same with its flows' runtime overrides. One single-partition compacted topic
+(`api.control.topic`, default `ferry-control.internal`): key the flow's name (`A->B`), value
+its whole `FlowControl` (so compaction may keep only the last record of each flow, and the
+last record is the flow's state).
+
+Where it lives (`control_place`): on the cluster `api.control.cluster` when that is set, for
+every flow; otherwise on each flow's target cluster, as MM2's dedicated mode keeps its
+internal topics on each target, so flows into B keep their changes on B. `ferry run` reads it
+to its end at start and writes a record (acks=all, flushed) before it acts on a change: a
+change the API answered 200 for survives a crash and a restart, and a change that cannot be
+written is refused. The default name ends in `.internal`, so no flow ever copies it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from ferry.config.model import ClusterConfig, FerryConfig
-from ferry.errors import ReplicationError
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.flows.control import FlowControl
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_reader import TopicTail
 
-__all__ = ["ControlLog", "recorded_control"]
+__all__ = [
+    "ControlLog",
+    "RecordedControls",
+    "control_logs",
+    "control_place",
+    "recorded_control",
+    "recorded_controls",
+]
 
 
 class ControlLog:
@@ -32,6 +46,11 @@ class ControlLog:
         self.topic = topic
         self._timeout = timeout
         self._producer: Any = None
+
+    @property
+    def where(self) -> str:
+        """`<topic> on <cluster alias>`, as messages name it."""
+        return f"{self.topic} on {self.cluster.alias}"
 
     def read(self) -> dict[str, FlowControl]:
         """Every flow's last record; {} when the topic does not exist yet."""
@@ -57,7 +76,8 @@ class ControlLog:
         return state
 
     def write(self, flow: str, control: FlowControl) -> None:
-        """Record `control` as flow `flow`'s state, once the cluster acknowledged it."""
+        """Record `control` as flow `flow`'s state, once the cluster acknowledged it; raises
+        a `FerryError` naming the cluster and the topic otherwise."""
         self.ensure_topic()
         if self._producer is None:
             self._producer = clients.producer(self.cluster.producer_config())
@@ -67,37 +87,35 @@ class ControlLog:
             if err is not None:
                 failures.append(err)
 
-        self._producer.produce(
-            self.topic, key=flow.encode(), value=control.to_bytes(), on_delivery=delivered
-        )
-        left = self._producer.flush(self._timeout)
+        with kafka_errors(self.cluster, f"record the change in the control topic {self.topic}"):
+            self._producer.produce(
+                self.topic, key=flow.encode(), value=control.to_bytes(), on_delivery=delivered
+            )
+            left = self._producer.flush(self._timeout)
         if left or failures:
             reason = failures[0].str() if failures else f"not acknowledged in {self._timeout}s"
-            raise unavailable(self.cluster, RuntimeError(f"control record not written: {reason}"))
+            raise KafkaUnavailableError(
+                self.cluster.alias,
+                self.cluster.bootstrap_servers,
+                reason,
+                what=f"did not keep the change in the control topic {self.topic}",
+            )
 
     def ensure_topic(self) -> None:
         """One partition, compacted, the broker's default replication factor."""
         admin = clients.admin_client(self.cluster.admin_config())
-        try:
+        with kafka_errors(self.cluster, f"read the metadata of the control topic {self.topic}"):
             if self.topic in admin.list_topics(timeout=self._timeout).topics:
                 return
-        except KafkaException as exc:
-            raise unavailable(self.cluster, exc) from None
         new = NewTopic(self.topic, num_partitions=1, config={"cleanup.policy": "compact"})
-        try:
+        with kafka_errors(
+            self.cluster,
+            f"create the control topic {self.topic}",
+            topic=self.topic,
+            fix="create it yourself (one partition, cleanup.policy=compact)",
+            done=(KafkaError.TOPIC_ALREADY_EXISTS,),
+        ):
             admin.create_topics([new])[self.topic].result(self._timeout)
-        except KafkaException as exc:
-            error = kafka_error_of(exc)
-            if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            if error is None or error.code() in UNREACHABLE_CODES:
-                raise unavailable(self.cluster, exc) from None
-            raise ReplicationError(
-                f"could not create the control topic: {error.name()}: {error.str()}.",
-                cluster=self.cluster.alias,
-                topic=self.topic,
-                fix="create it yourself (one partition, cleanup.policy=compact)",
-            ) from None
 
     def close(self) -> None:
         if self._producer is not None:
@@ -105,11 +123,72 @@ class ControlLog:
             self._producer = None
 
 
+def control_place(config: FerryConfig, flow: FlowConfig) -> tuple[str, str]:
+    """(cluster alias, topic) where flow `flow`'s API changes are kept: `api.control.cluster`
+    when set, else the flow's target cluster."""
+    return config.api.control_cluster or flow.target, config.api.control_topic
+
+
+def control_logs(
+    config: FerryConfig, flows: Iterable[FlowConfig] | None = None, *, timeout: float = 15.0
+) -> dict[str, ControlLog]:
+    """Each flow's control log, by flow name (every enabled flow when `flows` is None).
+    Flows whose changes are kept in the same place share one `ControlLog`."""
+    shared: dict[tuple[str, str], ControlLog] = {}
+    logs: dict[str, ControlLog] = {}
+    for flow in config.enabled_flows if flows is None else flows:
+        alias, topic = control_place(config, flow)
+        if (alias, topic) not in shared:
+            shared[alias, topic] = ControlLog(config.clusters[alias], topic, timeout=timeout)
+        logs[flow.name] = shared[alias, topic]
+    return logs
+
+
 def recorded_control(config: FerryConfig, source: str, target: str) -> FlowControl | None:
-    """Flow `source->target`'s override as the control topic records it; None without
-    `api.control.cluster`. For commands beside `ferry run` (failover, translate)."""
-    api = config.api
-    if api.control_cluster is None:
+    """Flow `source->target`'s override as its control topic records it (for commands beside
+    `ferry run`: failover, translate); None when `source` or `target` is not a cluster of
+    `config`. Raises a `FerryError` when the topic cannot be read."""
+    if source not in config.clusters or target not in config.clusters or source == target:
         return None
-    log = ControlLog(config.clusters[api.control_cluster], api.control_topic, timeout=10)
-    return log.read().get(f"{source}->{target}", FlowControl())
+    log = control_logs(config, [config.flow(source, target)], timeout=10)
+    return log[f"{source}->{target}"].read().get(f"{source}->{target}", FlowControl())
+
+
+@dataclass(frozen=True)
+class RecordedControls:
+    """What one control topic keeps for the flows whose changes live there (`ferry validate`
+    and status print it); `error` when it could not be read."""
+
+    cluster: str
+    topic: str
+    flows: tuple[str, ...]
+    controls: dict[str, FlowControl] = field(default_factory=dict)
+    error: FerryError | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic} on {self.cluster}"
+
+    @property
+    def changed(self) -> dict[str, FlowControl]:
+        """The flows an API change left different from the config file."""
+        return {name: c for name, c in self.controls.items() if not c.empty}
+
+
+def recorded_controls(config: FerryConfig, *, timeout: float = 5.0) -> list[RecordedControls]:
+    """Every control topic the enabled flows use, read, in cluster order."""
+    logs = control_logs(config, timeout=timeout)
+    places: dict[int, tuple[ControlLog, list[str]]] = {}
+    for name, log in logs.items():
+        places.setdefault(id(log), (log, []))[1].append(name)
+    out = []
+    for log, flows in places.values():
+        try:
+            saved = log.read()
+        except FerryError as exc:
+            out.append(RecordedControls(log.cluster.alias, log.topic, tuple(flows), error=exc))
+            continue
+        kept = {name: c for name, c in saved.items() if name in flows}
+        out.append(RecordedControls(log.cluster.alias, log.topic, tuple(flows), kept))
+    order = list(config.clusters)
+    return sorted(out, key=lambda r: order.index(r.cluster))
