@@ -69,3 +69,28 @@ def test_a_custom_separator_names_its_own_suffix(tmp_path: Path) -> None:
         ("topics", "app_internal"),
     )
     assert len(said) == 1 and "ends in '_internal'" in said[0]
+
+
+def test_a_control_topic_a_flow_would_copy_is_said(tmp_path: Path) -> None:
+    # Without api.control.cluster the control topic lives on each flow's target: B here,
+    # where B->A's `.*` would take a name that is not internal.
+    said = notes(
+        tmp_path,
+        ("A->B.enabled", "true"),
+        ("B->A.enabled", "true"),
+        ("topics", ".*"),
+        ("api.control.topic", "ferry-control"),
+    )
+    assert said == (
+        "flow A->B would copy the control topic 'ferry-control' from A: give "
+        "api.control.topic a name ending in '.internal' (internal topics are never "
+        "replicated), or exclude it in topics.exclude",
+        "flow B->A would copy the control topic 'ferry-control' from B: give "
+        "api.control.topic a name ending in '.internal' (internal topics are never "
+        "replicated), or exclude it in topics.exclude",
+    )
+
+
+def test_the_default_control_topic_is_internal_and_never_copied(tmp_path: Path) -> None:
+    assert notes(tmp_path, ("A->B.enabled", "true"), ("B->A.enabled", "true")) == ()
+    assert notes(tmp_path, ("A->B.enabled", "true"), ("api.control.topic", "ctl")) == ()

@@ -224,6 +224,7 @@ class _Builder:
             if source != target
         )
         self.note_internal_topics()
+        self.note_copied_control_topic(ApiConfig(**api), flows)
         return FerryConfig(
             path=Path(self.file) if self.file else None,
             clusters=clusters,
@@ -236,6 +237,25 @@ class _Builder:
             notes=tuple(self.notes),
             secrets=self.secrets,
         )
+
+    def note_copied_control_topic(self, api: ApiConfig, flows: tuple[FlowConfig, ...]) -> None:
+        """The control topic lives on `api.control.cluster`, or else on every flow's target;
+        a flow out of such a cluster would copy it when its name is not internal."""
+        enabled = [f for f in flows if f.enabled]
+        places = {api.control_cluster} if api.control_cluster else {f.target for f in enabled}
+        topic = api.control_topic
+        for flow in enabled:
+            if flow.source not in places or policy_for(flow.policy).is_internal_topic(topic):
+                continue
+            listed = any(re.fullmatch(p, topic) for p in flow.topics) and not any(
+                re.fullmatch(p, topic) for p in flow.topics_exclude
+            )
+            if listed:
+                self.notes.append(
+                    f"flow {flow.name} would copy the control topic '{topic}' from "
+                    f"{flow.source}: give api.control.topic a name ending in '.internal' "
+                    "(internal topics are never replicated), or exclude it in topics.exclude"
+                )
 
     def check_api(self, api: dict[str, Any], aliases: list[str]) -> None:
         cluster = api.get("control_cluster")
