@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from ferry.cli.common import ConfigOption, check_topology, load, print_notes, quoted
-from ferry.errors import FerryError
 from ferry.secrets import HIDDEN
 from ferry.terminal.console import err, out, styled
 
@@ -50,26 +49,18 @@ def validate(config: ConfigOption) -> None:
 
 
 def _print_control_state(cfg: Any) -> None:
-    """What the API changed (topics, pause), as the control topic keeps it for the next start."""
+    """What the API changed (topics, pause), as the control topics keep it for the next start."""
     from ferry.control.controller import describe
-    from ferry.control.log import ControlLog
+    from ferry.control.log import recorded_controls
 
-    api = cfg.api
-    if api.control_cluster is None:
-        out.print("  control state: not kept (set api.control.cluster to keep API changes)")
-        return
-    log = ControlLog(cfg.clusters[api.control_cluster], api.control_topic, timeout=5)
-    try:
-        saved = log.read()
-    except FerryError as exc:
-        err.print(f"note: could not read the control state: {exc}")
-        return
-    where = f"{api.control_topic} on {api.control_cluster}"
-    changed = {name: c for name, c in saved.items() if not c.empty}
-    if not changed:
-        out.print(f"  control state ({where}): no change made over the API")
-    for name, control in sorted(changed.items()):
-        out.print(f"  control state ({where}): flow {name}: {describe(control)}")
+    for kept in recorded_controls(cfg, timeout=5):
+        if kept.error is not None:
+            err.print(f"note: could not read the control state ({kept.where}): {kept.error}")
+            continue
+        if not kept.changed:
+            out.print(f"  control state ({kept.where}): no change made over the API")
+        for name, control in sorted(kept.changed.items()):
+            out.print(f"  control state ({kept.where}): flow {name}: {describe(control)}")
 
 
 def topology(
