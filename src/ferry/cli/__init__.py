@@ -1,4 +1,5 @@
-"""The `ferry` command line (`app`), its console helpers and the live progress view."""
+"""The `ferry` command line (`app`, and `main`, its entry point): the commands by concern,
+registered in cli/app.py. It parses and prints; `ferry run` itself is `ferry.service.run`."""
 
 from ferry.cli.app import app, main
 
