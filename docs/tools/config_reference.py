@@ -30,7 +30,11 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
         "per flow only (`A->B.enabled`): replicate from A to B. Every ordered pair of clusters "
         "is a flow; none is enabled unless set",
     ),
-    "topics": (SAME, "source topics to copy: whole-name regexes"),
+    "topics": (
+        SAME,
+        "source topics to copy: whole-name regexes; internal topics (`__*`, `.*`, `*.internal`, "
+        "`*-internal`) never, as in MM2",
+    ),
     "topics.exclude": (SAME, "source topics never copied, whatever `topics` says"),
     "topics.blacklist": ("MM2's deprecated name of `topics.exclude`", "as `topics.exclude`"),
     "groups": (SAME, "source consumer groups to checkpoint (and sync, and fail over)"),
@@ -200,11 +204,13 @@ API_DOCS: dict[str, tuple[str, str]] = {
     "api.ssl.keyfile": ("none", "PEM private key of that certificate"),
     "api.control.cluster": (
         "none",
-        "alias of the cluster that keeps the API's changes across restarts",
+        "alias of the one cluster that keeps every flow's API changes; unset: each flow's "
+        "target keeps its own",
     ),
     "api.control.topic": (
         "like Connect's `config.storage.topic`",
-        "the compacted topic on `api.control.cluster` holding them, one record per flow",
+        "the compacted topic holding the API's changes, one record per flow; keep a name "
+        "ending in `.internal`, so no flow copies it",
     ),
 }
 
