@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ferry.engine.copy import native_loop as native_copier
-from ferry.engine.spark.sink import _use_native
+from ferry.engine.spark.task_support import use_native
 
 
 def test_python_is_used_when_asked_for_whatever_is_built() -> None:
-    assert _use_native("python") is False
+    assert use_native("python") is False
 
 
 def test_without_the_extension_auto_falls_back_and_native_refuses(
@@ -19,9 +19,9 @@ def test_without_the_extension_auto_falls_back_and_native_refuses(
     monkeypatch.setattr(native_copier, "_module", None)
     monkeypatch.setattr(native_copier, "_reason", "ImportError: no _fastcopy")
 
-    assert _use_native("auto") is False
+    assert use_native("auto") is False
     with pytest.raises(RuntimeError, match=r"ferry.copier = native.*no _fastcopy.*make setup"):
-        _use_native("native")
+        use_native("native")
 
 
 @pytest.mark.skipif(

@@ -18,7 +18,6 @@ committed, and `commit` only updates the counters.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -31,62 +30,24 @@ from ferry.engine.copy.client_settings import (
     producer_settings,
     progress_consumer_settings,
 )
-from ferry.engine.copy.exactly_once import (
-    PARITIES,
-    ProducerFor,
-    TransactionalSettings,
-    committed_positions,
-    copy_bin_exactly_once,
-    resume_at,
-    run_lease_exactly_once,
-)
-from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
-from ferry.engine.copy.progress import LeaseCommitter, commit_positions, write_runs
+from ferry.engine.copy.exactly_once import committed_positions, copy_bin_exactly_once, resume_at
+from ferry.engine.copy.progress import commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
-from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.executors import UNKNOWN, TaskReport
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
-from ferry.engine.lease_signals import LeaseSignals
+from ferry.engine.spark.lease_task import copy_lease
+from ferry.engine.spark.task_support import (
+    dropping_clients_on_failure,
+    task_executor,
+    transactional_producers,
+    use_native,
+)
 from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
 __all__ = ["BinReport", "MirrorSink"]
-
-
-def _dropping_clients_on_failure(
-    copy: Callable[[], list[PartitionResult]], drop: Callable[[], None]
-) -> list[PartitionResult]:
-    """Run a copy; if it fails, drop its clients (a producer may be fenced, in a fatal state
-    or hold purged copies) and turn ferry's errors into the one line Spark passes on."""
-    try:
-        return copy()
-    except FerryError as exc:
-        drop()
-        raise RuntimeError(error_to_text(exc)) from None
-    except BaseException:
-        drop()
-        raise
-
-
-def _use_native(choice: str) -> bool:
-    """`ferry.copier`: native (C over librdkafka), python, or auto (native where it loads).
-
-    Exactly-once always uses the Python loop (a transactional producer per partition)."""
-    if choice == "python":
-        return False
-    from ferry.engine.copy.native_loop import native_module, unavailable_reason
-
-    if native_module() is not None:
-        return True
-    if choice == "native":
-        raise RuntimeError(
-            f"ferry.copier = native, but the native copier is not available here: "
-            f"{unavailable_reason()}. Fix: reinstall ferry with a C compiler (make setup), "
-            "or set ferry.copier = auto"
-        )
-    return False
 
 
 @dataclass
@@ -110,7 +71,7 @@ class MirrorSink(DataSourceStreamWriter):
         began_at = time.time()
         report = self._write(iterator)
         report.began_at, report.ended_at = began_at, time.time()
-        report.executor = _executor()
+        report.executor = task_executor()
         return report
 
     def _write(self, iterator: Iterator[Any]) -> BinReport:
@@ -140,25 +101,28 @@ class MirrorSink(DataSourceStreamWriter):
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
         if self.spec.leased:
             log_ends = {(r.topic, r.partition): r.log_end for r in rows}
-            return self._lease(consumer_conf, ranges, ctx, log_ends, began)
+            results, copier = copy_lease(
+                self.spec, self._until, consumer_conf, ranges, ctx, log_ends
+            )
+            return BinReport(results, time.monotonic() - began, copier)
         if self.spec.flow.exactly_once:
             consumer = worker_clients.consumer_for(consumer_conf)
             results = self._copy_exactly_once(consumer, consumer_conf, ranges, ctx)
             return BinReport(results, time.monotonic() - began)
         ranges = self._resumed(ranges, ctx)
         producer_conf = producer_settings(self.spec.target)
-        if _use_native(self.spec.flow.copier):
+        if use_native(self.spec.flow.copier):
             from ferry.engine.copy.native_loop import copy_bin_native
 
             copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
-            results = _dropping_clients_on_failure(
+            results = dropping_clients_on_failure(
                 lambda: copy_bin_native(copier, ranges, ctx),
                 lambda: worker_clients.evict_native(consumer_conf, producer_conf),
             )
             return BinReport(results, time.monotonic() - began, "native")
         consumer = worker_clients.consumer_for(consumer_conf)
         producer, tracker = worker_clients.producer_for(producer_conf)
-        results = _dropping_clients_on_failure(
+        results = dropping_clients_on_failure(
             lambda: copy_bin(consumer, producer, tracker, ranges, ctx),
             lambda: worker_clients.evict(consumer_conf, producer_conf),
         )
@@ -180,139 +144,6 @@ class MirrorSink(DataSourceStreamWriter):
             for r in ranges
         ]
 
-    def _lease(
-        self,
-        consumer_conf: dict[str, str],
-        ranges: list[CopyRange],
-        ctx: CopyContext,
-        log_ends: dict[tuple[str, int], int],
-        began: float,
-    ) -> BinReport:
-        from ferry.engine.copy import worker_clients
-
-        flow = self.spec.flow
-        state = FlowState(self.spec.state_dir)
-        driver = (
-            LeaseSignals(self.spec.signals_url, self.spec.signals_token, flow.name)
-            if self.spec.signals_url
-            else None
-        )
-
-        def lease_over() -> bool:  # ferry run is stopping, or the assignment must change
-            if self._until is not None:  # the head start: until a task takes over
-                return self._until() or state.stop_marker.exists()
-            if state.stop_marker.exists() or state.replan_marker.exists():
-                return True
-            return driver is not None and driver.over()
-
-        terms = LeaseTerms(
-            flow.lease_seconds,
-            flow.commit_interval,
-            lease_over,
-            _live_writer(state, driver),
-            short_catch_up_slices=not flow.exactly_once,
-        )
-        runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
-        progress_conf = progress_consumer_settings(self.spec.target, flow)
-        if flow.exactly_once:
-            consumer = worker_clients.consumer_for(consumer_conf)
-            progress = worker_clients.consumer_for(progress_conf)
-            settings, producer_for = self._transactional(ctx, len(ranges) * len(PARITIES))
-
-            def lease_exactly_once() -> list[PartitionResult]:
-                results, notices = run_lease_exactly_once(
-                    consumer,
-                    progress,
-                    producer_for,
-                    worker_clients.transactional_tracker,
-                    ranges,
-                    ctx,
-                    runs_topic,
-                    terms,
-                    log_ends,
-                )
-                self._notices(notices)
-                return results
-
-            def drop() -> None:
-                worker_clients.evict(consumer_conf, {})
-                worker_clients.evict_transactional(settings.for_ranges(ranges))
-
-            results = _dropping_clients_on_failure(lease_exactly_once, drop)
-            return BinReport(results, time.monotonic() - began)
-        producer_conf = producer_settings(self.spec.target)
-        progress = worker_clients.consumer_for(progress_conf)
-        runs_producer, _tracker = worker_clients.producer_for(producer_conf)
-        try:
-            positions, notices = start_positions(
-                ranges,
-                committed_positions(progress, ranges, ctx),
-                log_ends,
-                lambda tps: high_watermarks(worker_clients.consumer_for(consumer_conf), tps, ctx),
-            )
-        except FerryError as exc:
-            worker_clients.evict(progress_conf, {})
-            raise RuntimeError(error_to_text(exc)) from None
-        self._notices(notices)
-
-        remote = {(r.topic, r.partition): r.remote_topic for r in ranges}
-        committer = LeaseCommitter(
-            runs_producer, progress, runs_topic, flow.source, self.spec.target
-        )
-
-        def lease(copy_slice: Callable[..., list[PartitionResult]]) -> list[PartitionResult]:
-            def commit(results: list[PartitionResult]) -> None:
-                committer.commit(
-                    results, {(remote[(x.topic, x.partition)], x.partition): x.end for x in results}
-                )
-
-            results = run_lease(ranges, positions, terms, copy_slice, commit)
-            committer.finish()
-            return results
-
-        if _use_native(flow.copier):
-            from ferry.engine.copy.native_loop import copy_bin_native
-
-            copier = worker_clients.native_copier_for(consumer_conf, producer_conf)
-            results = _dropping_clients_on_failure(
-                lambda: lease(lambda work, s: copy_bin_native(copier, work, ctx, s)),
-                lambda: worker_clients.evict_native(consumer_conf, producer_conf),
-            )
-            copier.release()
-            return BinReport(results, time.monotonic() - began, "native")
-        consumer = worker_clients.consumer_for(consumer_conf)
-        producer, tracker = worker_clients.producer_for(producer_conf)
-        results = _dropping_clients_on_failure(
-            lambda: lease(lambda work, s: copy_bin(consumer, producer, tracker, work, ctx, s)),
-            lambda: worker_clients.evict(consumer_conf, producer_conf),
-        )
-        consumer.unassign()
-        return BinReport(results, time.monotonic() - began)
-
-    def _transactional(
-        self, ctx: CopyContext, producers: int
-    ) -> tuple[TransactionalSettings, ProducerFor]:
-        """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
-        partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
-        one); the cache keeps the `producers` the task holds at once."""
-        from ferry.engine.copy import worker_clients
-
-        worker_clients.make_room(producers)
-        settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
-
-        def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
-            return worker_clients.transactional_producer(
-                settings.for_partition(topic, partition, parity), fresh
-            )
-
-        return settings, producer_for
-
-    def _notices(self, notices: list[str]) -> None:
-        import sys
-
-        for notice in notices:
-            print(f"ferry: flow {self.spec.flow.name}: {notice}", file=sys.stderr, flush=True)
-
     def _copy_exactly_once(
         self,
         consumer: Any,
@@ -324,7 +155,7 @@ class MirrorSink(DataSourceStreamWriter):
 
         progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
         progress = worker_clients.consumer_for(progress_conf)
-        settings, producer_for = self._transactional(ctx, len(ranges))
+        settings, producer_for = transactional_producers(self.spec, ctx, len(ranges))
 
         policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
         try:
@@ -411,41 +242,3 @@ class MirrorSink(DataSourceStreamWriter):
         topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
         write_runs(producer, topic, flow.source, self.spec.target, results)
-
-
-def _live_writer(
-    state: FlowState, driver: LeaseSignals | None
-) -> Callable[[list[PartitionResult]], None]:
-    """What a leased task committed so far, for the driver's counters while the lease runs:
-    to the driver on a cluster, else into the state directory. Statistics only: a driver that
-    does not answer, or a state directory this executor cannot write, is no reason to stop."""
-    import uuid
-
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    task = f"{context.partitionId()}-{context.attemptNumber()}-" if context else ""
-    name = f"{task}{uuid.uuid4().hex[:12]}"
-    executor = _executor()
-    began = time.time()
-
-    def write(results: list[PartitionResult]) -> None:
-        entries = [partition_entry(r) for r in results]
-        if driver is not None:
-            driver.write_live(name, entries, executor, began)
-            return
-        with contextlib.suppress(OSError):
-            state.write_live(name, entries, executor, began)
-
-    return write
-
-
-def _executor() -> dict[str, str]:
-    """The executor this task runs on; the driver's own head start (engine/head_start.py),
-    outside any task, copies on the driver."""
-    from pyspark import TaskContext
-
-    from ferry.engine.spark.executor_identity import executor_identity
-
-    identity = executor_identity()
-    return identity if TaskContext.get() is not None else {**identity, "id": "driver"}

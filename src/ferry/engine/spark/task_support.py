@@ -1,0 +1,94 @@
+"""What every task of the mirror sink needs, leased or bounded: which copy loop runs, its
+clients dropped when a copy fails, exactly-once producers from the worker's cache, notices in
+Spark's log, and the executor it ran on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ferry.engine.copy.client_settings import producer_settings
+from ferry.engine.copy.exactly_once import ProducerFor, TransactionalSettings
+from ferry.engine.copy.types import CopyContext, PartitionResult
+from ferry.engine.flow_spec import FlowSpec
+from ferry.errors import FerryError, error_to_text
+
+__all__ = [
+    "dropping_clients_on_failure",
+    "print_notices",
+    "task_executor",
+    "transactional_producers",
+    "use_native",
+]
+
+
+def dropping_clients_on_failure(
+    copy: Callable[[], list[PartitionResult]], drop: Callable[[], None]
+) -> list[PartitionResult]:
+    """Run a copy; if it fails, drop its clients (a producer may be fenced, in a fatal state
+    or hold purged copies) and turn ferry's errors into the one line Spark passes on."""
+    try:
+        return copy()
+    except FerryError as exc:
+        drop()
+        raise RuntimeError(error_to_text(exc)) from None
+    except BaseException:
+        drop()
+        raise
+
+
+def use_native(choice: str) -> bool:
+    """`ferry.copier`: native (C over librdkafka), python, or auto (native where it loads).
+
+    Exactly-once always uses the Python loop (a transactional producer per partition)."""
+    if choice == "python":
+        return False
+    from ferry.engine.copy.native_loop import native_module, unavailable_reason
+
+    if native_module() is not None:
+        return True
+    if choice == "native":
+        raise RuntimeError(
+            f"ferry.copier = native, but the native copier is not available here: "
+            f"{unavailable_reason()}. Fix: reinstall ferry with a C compiler (make setup), "
+            "or set ferry.copier = auto"
+        )
+    return False
+
+
+def transactional_producers(
+    spec: FlowSpec, ctx: CopyContext, producers: int
+) -> tuple[TransactionalSettings, ProducerFor]:
+    """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
+    partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
+    one); the cache keeps the `producers` the task holds at once."""
+    from ferry.engine.copy import worker_clients
+
+    worker_clients.make_room(producers)
+    settings = TransactionalSettings(producer_settings(spec.target), ctx)
+
+    def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
+        return worker_clients.transactional_producer(
+            settings.for_partition(topic, partition, parity), fresh
+        )
+
+    return settings, producer_for
+
+
+def print_notices(spec: FlowSpec, notices: list[str]) -> None:
+    """Notices of a task (a recreated topic, a position reset) on its stderr, in Spark's log."""
+    import sys
+
+    for notice in notices:
+        print(f"ferry: flow {spec.flow.name}: {notice}", file=sys.stderr, flush=True)
+
+
+def task_executor() -> dict[str, str]:
+    """The executor this task runs on; the driver's own head start (engine/head_start.py),
+    outside any task, copies on the driver."""
+    from pyspark import TaskContext
+
+    from ferry.engine.spark.executor_identity import executor_identity
+
+    identity = executor_identity()
+    return identity if TaskContext.get() is not None else {**identity, "id": "driver"}
