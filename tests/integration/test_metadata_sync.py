@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +88,15 @@ def _heartbeats_on(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
 
 
 def _status(config: Path) -> dict[str, Any]:
-    result = run_ferry("status", "-c", str(config), "--json", timeout=60)
+    """`ferry status --json` as a process of its own: it is also polled from the thread beside
+    the runner, where the in-process CLI (signal handlers, file descriptors) cannot run."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ferry", "status", "-c", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     flows: dict[str, Any] = json.loads(result.stdout)["flows"]
     return flows["A->B"]
