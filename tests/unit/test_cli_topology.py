@@ -1,12 +1,11 @@
 """The replication graph on the command line: `validate` and `run` refuse a bad one, and
-`ferry topology` prints and draws it (the real CLI; no broker is reached)."""
+`ferry topology` prints and draws it (ferry's entry point, in process; no broker is reached)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.ferry_cli import run_ferry
+from tests.ferry_cli import FerryResult, run_ferry
 
 
 def clusters(*aliases: str) -> str:
@@ -32,7 +31,7 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
+def _ferry(*args: str) -> FerryResult:
     return run_ferry(*args, timeout=60)
 
 

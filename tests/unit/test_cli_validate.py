@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.ferry_cli import run_ferry
+from tests.ferry_cli import FerryResult, run_ferry
 
 BASE = "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
 
 
-def _validate(path: Path) -> subprocess.CompletedProcess[str]:
+def _validate(path: Path) -> FerryResult:
     return run_ferry("validate", "-c", str(path), timeout=60)
 
 
