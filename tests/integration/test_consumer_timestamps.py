@@ -173,8 +173,8 @@ def test_mirror_copies_the_timestamps_to_b(
 
         # A later commit on one partition only reaches B with the next sync. The 30 records
         # consumed may have emptied one partition (25 each), so read on from the fuller one.
-        # A consumer of its own in the group: the first one holds records fetched ahead from
-        # both partitions, which a new assignment does not always drop before delivering.
+        # A consumer of its own in the group, assigned one partition from the start: nothing
+        # fetched ahead under the first assignment (both partitions) can reach the commit.
         later = min(last, key=lambda p: last[p][0])
         other = 1 - later
         again = Consumer(
