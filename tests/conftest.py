@@ -53,11 +53,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         )
 
 
+# Broker settings of the test clusters beyond ferry's local defaults. The log cleaner looks
+# for dirty logs every 0.5 s instead of 15 s: tests of compacted topics wait for it.
+TEST_BROKER = {"log.cleaner.backoff.ms": "500"}
+
+
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
     """Two independent single-node KRaft clusters, A and B, for the whole session."""
     directory = tmp_path_factory.mktemp("kafka")
-    brokers = local.up(["A", "B"], directory)
+    brokers = local.up(["A", "B"], directory, {"A": TEST_BROKER, "B": TEST_BROKER})
     try:
         yield brokers
     finally:
@@ -73,13 +78,20 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A small deterministic local Spark: 2 cores, 4 attempts per task, no UI."""
+    """A small deterministic local Spark: 2 cores, 4 attempts per task, no UI.
+
+    It has Spark's Kafka connector, as `ferry audit`'s session does: `ferry run`, `ferry
+    audit` and the engine all run in this process on it (see tests/ferry_cli.py).
+    """
     from pyspark.sql import SparkSession
+
+    from ferry.local.spark_kafka import spark_kafka_jars
 
     warehouse: Path = tmp_path_factory.mktemp("spark")
     session = (
         SparkSession.builder.master("local[2,4]")  # a failed task is retried, as by ferry
         .appName("ferry-tests")
+        .config("spark.jars", ",".join(str(jar) for jar in spark_kafka_jars()))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")

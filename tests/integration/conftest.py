@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
+from ferry.local import clusters as local
 from ferry.local import spark as local_spark
+from ferry.local.broker import BrokerProcess
+from tests.ferry_cli import run_ferry
+from tests.integration.extra_clusters import SASL_ADMIN_CLIENT, SASL_BROKER
 from tests.integration.spark_workers import (
     WORKER_CORES,
     WORKER_MEMORY,
@@ -33,3 +38,25 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_sp
     finally:
         assert set(local_spark.down(directory)) == {"master", "worker-1", "worker-2"}
         assert all(p.process() is None for p in cluster.processes)
+
+
+@pytest.fixture(scope="session")
+def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+    """Two SASL/PLAIN clusters with an ACL authorizer, S and T, for the whole session, started
+    by `ferry local up` from broker overrides alone (and the client settings that reach them).
+    Tests share them with fresh topic names, as they share A and B."""
+    directory = tmp_path_factory.mktemp("secured")
+    args = ["local", "up", "--clusters", "S,T", "--dir", str(directory), "--json"]
+    for key, value in SASL_BROKER.items():
+        args += ["--set", f"{key}={value}"]
+    for key, value in SASL_ADMIN_CLIENT.items():
+        args += ["--client", f"{key}={value}"]
+    result = run_ferry(*args)
+    assert result.returncode == 0, result.stderr
+    bootstraps = json.loads(result.stdout)
+    brokers = local.read_state(directory)
+    assert {alias: b.bootstrap for alias, b in brokers.items()} == bootstraps
+    try:
+        yield brokers
+    finally:
+        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0

@@ -4,7 +4,6 @@ run of ferry against secured clusters."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
+from tests.integration.extra_clusters import SASL_ADMIN_CLIENT as ADMIN_CLIENT
 from tests.integration.kafka_helpers import Rec, produce, record_count, wait_for
 from tests.integration.replication_setup import run_once, write_config
-from tests.integration.test_secured_cluster import ADMIN_CLIENT, BROKER
 
 pytestmark = pytest.mark.integration
 
@@ -32,21 +30,6 @@ JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret";'
 )
-
-
-@pytest.fixture(scope="module")
-def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
-    directory = tmp_path_factory.mktemp("secured-pair")
-    brokers = local.up(
-        ["S", "T"],
-        directory,
-        {"S": BROKER, "T": BROKER},
-        clients={"S": ADMIN_CLIENT, "T": ADMIN_CLIENT},
-    )
-    try:
-        yield brokers
-    finally:
-        local.down(directory)
 
 
 def _acl(topic: str, principal: str, operation: AclOperation) -> AclBinding:

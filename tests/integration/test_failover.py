@@ -27,6 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from ferry.client import remote_consumer_offsets, translate_offsets
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
+from tests.conftest import TEST_BROKER
 from tests.ferry_cli import run_ferry
 from tests.integration.compaction import read_all_with_gaps, wait_for_compaction
 from tests.integration.group_helpers import (
@@ -184,7 +185,7 @@ def test_failover_from_checkpoints_when_the_source_is_gone(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     directory = tmp_path / "lost-dc"
-    c = local.up(["C"], directory)["C"]
+    c = local.up(["C"], directory, {"C": TEST_BROKER})["C"]
     try:
         group = f"billing-{uuid.uuid4().hex[:6]}"
         held, positions = _prepare_source(c.bootstrap, topic_name)
