@@ -12,6 +12,10 @@ For applications and runbooks; imports no PySpark. The role of MirrorMaker 2's
     # Both clusters answer: exact translation of what the group committed right now.
     offsets = translate_offsets("billing", "A", "a-broker:9092", "b-broker:9092")
 
+    # An application that keeps its offsets in its own store (an exactly-once sink):
+    # translate them along the flows of ferry's config, one answer per position, in order.
+    answers = translate_stored_offsets("ferry.yaml", "A", "B", [("orders", 3, 1234)])
+
 `upstream_clusters(cluster)` and `replication_hops(cluster, "A")` read the topology from the
 replicated heartbeats topics (`A.heartbeats`, `B.A.heartbeats`, ...).
 
@@ -21,16 +25,28 @@ Offsets are keyed by (topic on the target, partition) and are the next record to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
-from ferry.config.model import ClusterConfig
+from ferry.config.model import ClusterConfig, FerryConfig
+from ferry.flows.control import FlowControl
 from ferry.graph import hops
 from ferry.kafka.errors import kafka_errors
 from ferry.offsets.groups import GroupAdmin
+from ferry.offsets.stored import StoredOffset, Translated, Untranslatable, translate_stored
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
 
-__all__ = ["remote_consumer_offsets", "replication_hops", "translate_offsets", "upstream_clusters"]
+__all__ = [
+    "StoredOffset",
+    "Translated",
+    "Untranslatable",
+    "remote_consumer_offsets",
+    "replication_hops",
+    "translate_offsets",
+    "translate_stored_offsets",
+    "upstream_clusters",
+]
 
 Cluster = str | Mapping[str, str]
 
@@ -112,6 +128,44 @@ def translate_offsets(
         return offsets
     finally:
         runs.close()
+
+
+def translate_stored_offsets(
+    config: FerryConfig | str | Path,
+    from_alias: str,
+    to_alias: str,
+    positions: Iterable[StoredOffset | Untranslatable | tuple[str, int, int]],
+    *,
+    control: FlowControl | None = None,
+    timeout: float = 10.0,
+) -> list[Translated | Untranslatable]:
+    """Exact translation of offsets an application keeps itself, for one that fails over
+    on its own (an exactly-once sink storing its input offsets beside its output).
+
+    `config`: ferry's config (a loaded `FerryConfig` or the path of ferry.yaml / MM2
+    .properties): its clusters and flows say how records travel from `from_alias` to
+    `to_alias`, directly or over a chain of flows. `positions`: (topic, partition, offset)
+    on `from_alias`, each "the next record to read", as Kafka commits it.
+
+    Returns one answer per position, in order. A `Translated` says the remote topic,
+    partition and offset on `to_alias`: the copy of the first record at or after the
+    position (a position in a compaction gap, on a transaction marker or an aborted record
+    lands on the copy of the next record). An `Untranslatable` says why not: the topic is
+    not replicated there, nothing of the partition was replicated yet, or the offset is
+    beyond what has been replicated (the message says the replicated position; run ferry
+    until it has caught up, then translate again). Nothing is read on `from_alias`: the
+    offset runs live in each flow's target, so this works when `from_alias` is lost.
+
+    Raises `KafkaUnavailableError` (naming the cluster) when a cluster whose runs are
+    needed does not answer, `ConfigError` for an unknown alias. `control`: the direct
+    flow's topics added or removed over ferry's API, when they matter.
+    """
+    if not isinstance(config, FerryConfig):
+        from ferry.config import load_config
+
+        config = load_config(config)
+    given = [StoredOffset(*p) if isinstance(p, tuple) else p for p in positions]
+    return translate_stored(config, from_alias, to_alias, given, control=control, timeout=timeout)
 
 
 def _topic_names(cluster: Cluster, timeout: float) -> list[str]:

@@ -1,5 +1,5 @@
 """`ferry translate` and `ferry failover`: where a consumer group resumes on another cluster,
-shown or committed."""
+shown or committed; `ferry translate --offsets`: offsets an application stores itself."""
 
 from __future__ import annotations
 
@@ -26,23 +26,102 @@ CheckpointsOption = Annotated[
 ]
 
 
+OffsetsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--offsets",
+        help="Translate stored offsets instead of a group's: a file (or - for stdin) of JSON "
+        'lines {"topic": ..., "partition": ..., "offset": ...}',
+        metavar="FILE|-",
+    ),
+]
+
+
 def translate(
     config: ConfigOption,
-    group: GroupOption,
     from_alias: FromOption,
     to_alias: ToOption,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group id")] = None,
+    offsets: OffsetsOption = None,
     as_json: JsonOption = False,
     from_checkpoints: CheckpointsOption = False,
 ) -> None:
-    """Print where a consumer group would resume on another cluster, per partition."""
+    """Print where a consumer group (--group), or each stored offset (--offsets), would
+    resume on another cluster."""
     from ferry.offsets.failover import plan_failover
 
+    if offsets is not None:
+        if group is not None or from_checkpoints:
+            raise typer.BadParameter(
+                "--offsets translates stored offsets through offset runs: "
+                "leave out --group and --from-checkpoints"
+            )
+        _translate_stored(load(config), offsets, from_alias, to_alias, as_json)
+        return
+    if group is None:
+        raise typer.BadParameter("give --group (a consumer group) or --offsets (stored offsets)")
     cfg = load(config)
     control = _recorded_control(cfg, from_alias, to_alias)
     plan = plan_failover(
         cfg, group, from_alias, to_alias, from_checkpoints=from_checkpoints, control=control
     )
     _print_plan(plan, as_json)
+
+
+def _translate_stored(cfg: Any, source: str, from_alias: str, to_alias: str, as_json: bool) -> None:
+    """One answer per input line, in order; exit 1 when any line could not be translated."""
+    import sys
+    from pathlib import Path
+
+    from ferry.client import translate_stored_offsets
+    from ferry.offsets.stored import Untranslatable, parse_lines
+
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text()
+        except OSError as exc:
+            raise FerryError(f"--offsets {source}: cannot read it ({exc.strerror})") from exc
+    positions = parse_lines(text.splitlines())
+    control = None
+    if not all(isinstance(p, Untranslatable) for p in positions):
+        control = _recorded_control(cfg, from_alias, to_alias)
+    answers = translate_stored_offsets(cfg, from_alias, to_alias, positions, control=control)
+    if as_json:
+        for answer in answers:
+            print(json.dumps(answer.as_json()))
+    else:
+        _print_stored(answers, from_alias, to_alias)
+    failed = sum(isinstance(a, Untranslatable) for a in answers)
+    if failed:
+        err.print(
+            f"{failed} of {len(answers)} offset(s) could not be translated",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+def _print_stored(answers: list[Any], from_alias: str, to_alias: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"stored offsets: {from_alias} -> {to_alias}"))
+    for column in ("topic", "partition", "offset", "to topic", "to partition", "to offset"):
+        table.add_column(column, justify="left" if "topic" in column else "right")
+    table.add_column("how")
+    for a in answers:
+        if hasattr(a, "remote_offset"):
+            how = a.via if a.match == "exact" else f"{a.via} ({a.match})"
+            cells = [a.topic, a.partition, a.offset, a.remote_topic, a.remote_partition]
+            cells += [a.remote_offset, how]
+        else:
+            fields = a.fields
+            cells = [fields.get("topic", ""), fields.get("partition", ""), fields.get("offset", "")]
+            cells += ["", "", "", f"error: {a.error}"]
+        table.add_row(*(Text(str(c)) for c in cells))
+    out.print(table)
 
 
 def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
