@@ -1,4 +1,8 @@
-"""Faults: a killed `ferry run` loses nothing; a record the target refuses halts precisely."""
+"""Faults: a killed `ferry run` loses nothing; a record the target refuses halts precisely.
+
+A run that is killed or signalled is a process of its own (and its own Spark); every other
+`ferry run --once` runs in this process on the session's Spark (tests/ferry_cli.py).
+"""
 
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ def _start_ferry(*args: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 def test_sigkill_mid_copy_then_restart_loses_nothing(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     total = 100_000
@@ -92,7 +96,7 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(
 
 
 def test_record_too_large_for_target_halts_then_rerun_completes(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)
@@ -183,7 +187,7 @@ def test_remote_topic_that_cannot_be_created_stops_the_flow_with_the_fix(
 
 
 def test_sigterm_stops_after_the_current_batch_and_exits_zero(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)

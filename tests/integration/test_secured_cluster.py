@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,52 +26,19 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.config import load_config
 from ferry.kafka import clients
-from tests.ferry_cli import run_ferry
+from ferry.local.broker import BrokerProcess
+from tests.ferry_cli import run_ferry, run_ferry_process
+from tests.integration.extra_clusters import FERRY_PASSWORD, SASL_ADMIN_CLIENT
 
 pytestmark = pytest.mark.integration
 
-# The password of the `ferry` user, which ferry itself uses below: no output or file may hold it.
-FERRY_PASSWORD = "ferry-pw-5b1e9d7c"
-JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-secret" '
-    'user_admin="admin-secret" user_alice="alice-secret" '
-    f'user_ferry="{FERRY_PASSWORD}";'
-)
-BROKER = {
-    "listeners": "SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-    "advertised.listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
-    "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-    "inter.broker.listener.name": "SASL_PLAINTEXT",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    # ANONYMOUS is the broker talking to its own controller over the PLAINTEXT listener.
-    "super.users": "User:admin;User:ANONYMOUS;User:ferry",
-}
-ADMIN_CLIENT = {
-    "security.protocol": "SASL_PLAINTEXT",
-    "sasl.mechanism": "PLAIN",
-    "sasl.username": "admin",
-    "sasl.password": "admin-secret",
-}
+ADMIN_CLIENT = SASL_ADMIN_CLIENT
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    directory = tmp_path_factory.mktemp("secured")
-    args = ["local", "up", "--clusters", "S", "--dir", str(directory), "--json"]
-    for key, value in BROKER.items():
-        args += ["--set", f"{key}={value}"]
-    for key, value in ADMIN_CLIENT.items():
-        args += ["--client", f"{key}={value}"]
-    result = run_ferry(*args)
-    assert result.returncode == 0, result.stderr
-    try:
-        yield json.loads(result.stdout)["S"]
-    finally:
-        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0
+@pytest.fixture
+def secured(secured_pair: dict[str, BrokerProcess]) -> str:
+    """Cluster S of the session's SASL pair (started by `ferry local up --set ... --client`)."""
+    return secured_pair["S"].bootstrap
 
 
 def _config(tmp_path: Path, bootstrap: str, password: str) -> Path:
@@ -189,7 +155,8 @@ def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     assert f"A.sasl.password (${{env:{env_name}}})" in validate.stdout, validate.stdout
     assert "B.sasl.jaas.config (${file:../secrets/kafka.properties:b.jaas})" in validate.stdout
     outputs["validate"] = validate
-    run = run_ferry("run", "-c", config, "--once", "--json", env=env, timeout=240)
+    # Its own process and Spark: what its JVM and Spark's event log write is checked too.
+    run = run_ferry_process("run", "-c", config, "--once", "--json", env=env, timeout=240)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout.splitlines()[-1])["A->B"]["records"] == 20, run.stdout
     outputs["run --once"] = run
