@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.log import ControlLog, control_logs
+from ferry.control.log import ControlLog, control_logs, read_logs
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
@@ -92,15 +92,16 @@ class Controller:
     def _read_logs(self) -> dict[int, dict[str, FlowControl] | None]:
         """Each distinct control log's records (by the log's id); None where unreadable."""
         saved: dict[int, dict[str, FlowControl] | None] = {}
-        for log in {id(log): log for log in self.logs.values()}.values():
-            try:
-                saved[id(log)] = log.read()
-            except FerryError as exc:
-                saved[id(log)] = None
+        logs = {id(log): log for log in self.logs.values()}
+        for key, found in read_logs(logs.values()).items():
+            if isinstance(found, FerryError):
+                saved[key] = None
                 self._notice(
-                    f"could not read the control topic {log.where}: {exc}; its flows start "
-                    "with the API changes their state dir last recorded"
+                    f"could not read the control topic {logs[key].where}: {found}; its flows "
+                    "start with the API changes their state dir last recorded"
                 )
+            else:
+                saved[key] = found
         return saved
 
     # --- reading ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ written is refused. The default name ends in `.internal`, so no flow ever copies
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "RecordedControls",
     "control_logs",
     "control_place",
+    "read_logs",
     "recorded_control",
     "recorded_controls",
 ]
@@ -181,14 +183,31 @@ def recorded_controls(config: FerryConfig, *, timeout: float = 5.0) -> list[Reco
     places: dict[int, tuple[ControlLog, list[str]]] = {}
     for name, log in logs.items():
         places.setdefault(id(log), (log, []))[1].append(name)
+    read = read_logs([log for log, _flows in places.values()])
     out = []
     for log, flows in places.values():
-        try:
-            saved = log.read()
-        except FerryError as exc:
-            out.append(RecordedControls(log.cluster.alias, log.topic, tuple(flows), error=exc))
+        saved = read[id(log)]
+        if isinstance(saved, FerryError):
+            out.append(RecordedControls(log.cluster.alias, log.topic, tuple(flows), error=saved))
             continue
         kept = {name: c for name, c in saved.items() if name in flows}
         out.append(RecordedControls(log.cluster.alias, log.topic, tuple(flows), kept))
     order = list(config.clusters)
     return sorted(out, key=lambda r: order.index(r.cluster))
+
+
+def read_logs(logs: Iterable[ControlLog]) -> dict[int, dict[str, FlowControl] | FerryError]:
+    """Each distinct log's records by the log's id, or the error that kept it from being read.
+    Read side by side: a cluster that does not answer costs one timeout, not one per cluster."""
+    distinct = list({id(log): log for log in logs}.values())
+
+    def read(log: ControlLog) -> dict[str, FlowControl] | FerryError:
+        try:
+            return log.read()
+        except FerryError as exc:
+            return exc
+
+    if not distinct:
+        return {}
+    with ThreadPoolExecutor(len(distinct), thread_name_prefix="ferry-control-read") as pool:
+        return dict(zip(map(id, distinct), pool.map(read, distinct), strict=True))
