@@ -91,3 +91,16 @@ def test_the_table_prints_topics_and_errors_verbatim() -> None:
     assert "[bold]orders" in text and "A.[bold]orders" in text
     assert "1234" in text and "1200" in text and "A->B (gap)" in text
     assert "error: line 2: not JSON" in text
+
+
+def test_a_target_that_does_not_answer_ends_the_command_naming_it(tmp_path: Path) -> None:
+    line = '{"topic": "orders", "partition": 0, "offset": 5}\n'
+    offsets = tmp_path / "offsets.jsonl"
+    offsets.write_text(line)
+    result = run_ferry(
+        "translate", "-c", str(_config(tmp_path)), "--offsets", str(offsets), "--from", "A",
+        "--to", "B", "--json",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: cluster B (127.0.0.1:2) is unreachable")

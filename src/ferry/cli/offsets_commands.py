@@ -86,7 +86,7 @@ def _translate_stored(cfg: Any, source: str, from_alias: str, to_alias: str, as_
     positions = parse_lines(text.splitlines())
     control = None
     if not all(isinstance(p, Untranslatable) for p in positions):
-        control = _recorded_control(cfg, from_alias, to_alias)
+        control = _recorded_control(cfg, from_alias, to_alias, unreachable_target_fails=True)
     answers = translate_stored_offsets(cfg, from_alias, to_alias, positions, control=control)
     if as_json:
         for answer in answers:
@@ -124,13 +124,22 @@ def _print_stored(answers: list[Any], from_alias: str, to_alias: str) -> None:
     out.print(table)
 
 
-def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
-    """What the API changed about the flow (topics added or removed), if it is recorded."""
+def _recorded_control(
+    cfg: Any, from_alias: str, to_alias: str, *, unreachable_target_fails: bool = False
+) -> Any:
+    """What the API changed about the flow (topics added or removed), if it is recorded.
+
+    `unreachable_target_fails`: a `to` cluster that does not answer ends the command here
+    (its runs cannot be read either), instead of a note and a second wait."""
     from ferry.control.log import recorded_control
+    from ferry.errors import KafkaUnavailableError
 
     try:
         return recorded_control(cfg, from_alias, to_alias)
     except FerryError as exc:
+        unreachable = isinstance(exc, KafkaUnavailableError) and exc.cluster == to_alias
+        if unreachable and unreachable_target_fails:
+            raise
         err.print(
             f"note: could not read the control state ({exc}); topics added or removed over "
             "the API count as the config file says"
