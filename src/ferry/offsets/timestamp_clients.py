@@ -150,6 +150,10 @@ def read_records(
                         pending.discard(p)  # at the current end, which is at or past `end`
                     elif error.code() in UNREACHABLE_CODES and not error.fatal():
                         detail = error.str()  # the client retries by itself
+                    elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        # The bounds were just read from this topic's metadata: a broker that
+                        # does not know it yet (a topic just created) is behind, not right.
+                        detail = error.str()
                     else:
                         raise KafkaException(error)
                     continue
