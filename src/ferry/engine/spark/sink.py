@@ -157,26 +157,23 @@ class MirrorSink(DataSourceStreamWriter):
         progress = worker_clients.consumer_for(progress_conf)
         settings, producer_for = transactional_producers(self.spec, ctx, len(ranges))
 
-        policy = policy_for(self.spec.flow.policy, self.spec.flow.source)
-        try:
-            return copy_bin_exactly_once(
-                consumer,
-                progress,
-                producer_for,
-                worker_clients.transactional_tracker,
-                ranges,
-                ctx,
-                policy.offset_runs_topic(self.spec.flow.source),
-            )
-        except BaseException as exc:
-            # Any of the bin's producers may be fenced or in a fatal state: start afresh.
+        runs_topic = policy_for(self.spec.flow.policy, self.spec.flow.source).offset_runs_topic(
+            self.spec.flow.source
+        )
+
+        def drop() -> None:  # any of the bin's producers may be fenced or in a fatal state
             worker_clients.evict(consumer_conf, {})
             worker_clients.evict_transactional(
                 [settings.for_partition(r.topic, r.partition) for r in ranges]
             )
-            if isinstance(exc, FerryError):
-                raise RuntimeError(error_to_text(exc)) from None
-            raise
+
+        tracker = worker_clients.transactional_tracker
+        return dropping_clients_on_failure(
+            lambda: copy_bin_exactly_once(
+                consumer, progress, producer_for, tracker, ranges, ctx, runs_topic
+            ),
+            drop,
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]
