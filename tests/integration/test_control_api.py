@@ -297,7 +297,7 @@ def test_changes_survive_a_restart(ferry: FerryRun, topic_name: str, spark: Any)
     produce(a, kept, _records(20, "while-stopped"))
     produce(a, dropped, _records(20, "while-stopped"))
 
-    # The restart, as `ferry run` does it (cli/app.py), on the session's warm Spark: the
+    # The restart, as `ferry run` does it (ferry.service), on the session's warm Spark: the
     # control topic is read back before anything copies.
     config = load_config(ferry.config)
     notices: list[str] = []
