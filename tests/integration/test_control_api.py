@@ -208,7 +208,7 @@ def test_a_topic_added_is_copied_exactly_and_once_removed_stops_growing(
 
     control = ferry.ok("POST", "/api/v1/flows/A/B/topics", json={"topic": extra})
     assert control == {"added": [extra], "removed": [], "paused": False}
-    wait_for(lambda: record_count(b, remote) == 120, 60, f"{remote} copied", ferry)
+    wait_for(lambda: record_count(b, remote) == 120, 120, f"{remote} copied", ferry)
     copied = read_all(b, remote, 2, 120)
     assert sorted((r.partition, r.key, r.value) for r in copied) == sorted(
         (r.partition, r.key, r.value) for r in sent
@@ -228,12 +228,14 @@ def test_a_topic_added_is_copied_exactly_and_once_removed_stops_growing(
     control = ferry.ok("DELETE", f"/api/v1/flows/A/B/topics/{extra}")
     assert control == {"added": [], "removed": [extra], "paused": False}
     flow = FlowState(ferry.state / "A-to-B")
-    wait_for(lambda: extra not in flow.lease_topics(), 60, "a lease without the topic", ferry)
+    wait_for(lambda: extra not in flow.lease_topics(), 120, "a lease without the topic", ferry)
     produce(a, extra, _records(30, "after-removal", partitions=2))
     # The flow still runs: what reaches its file topic after the removal is copied...
     before = record_count(b, f"A.{ferry.base}")
     produce(a, ferry.base, _records(10, f"{topic_name}-marker"))
-    wait_for(lambda: record_count(b, f"A.{ferry.base}") == before + 10, 60, "the file topic", ferry)
+    wait_for(
+        lambda: record_count(b, f"A.{ferry.base}") == before + 10, 120, "the file topic", ferry
+    )
     # ... and nothing of the removed one, whose copy keeps what it had.
     assert record_count(b, remote) == 120
     assert extra not in ferry.ok("GET", "/api/v1/flows/A/B")["topics"]
@@ -247,7 +249,7 @@ def test_pause_holds_the_position_and_resume_catches_up_with_nothing_lost(
     create_topic(a, topic, 1)
     ferry.ok("POST", "/api/v1/flows/A/B/topics", json={"topic": topic})
     produce(a, topic, _records(50, "before"))
-    wait_for(lambda: record_count(b, remote) == 50, 60, f"{remote} copied", ferry)
+    wait_for(lambda: record_count(b, remote) == 50, 120, f"{remote} copied", ferry)
 
     flow = FlowState(ferry.state / "A-to-B")
     running = flow.stats().get("lease")
@@ -256,7 +258,7 @@ def test_pause_holds_the_position_and_resume_catches_up_with_nothing_lost(
     assert paused.stdout.startswith("flow A->B: paused; added "), paused.stdout
     assert ferry.ok("GET", "/api/v1/flows/A/B")["state"] == "paused"
     # The running lease ends (its tasks see the replan marker) and no other is planned.
-    wait_for(lambda: flow.stats().get("lease") != running, 60, "the lease ended", ferry)
+    wait_for(lambda: flow.stats().get("lease") != running, 120, "the lease ended", ferry)
     produce(a, topic, _records(200, "while-paused"))
     # The driver's watch sees the source grow (the lag) while nothing is copied.
     wait_for(
@@ -266,7 +268,7 @@ def test_pause_holds_the_position_and_resume_catches_up_with_nothing_lost(
 
     assert ferry.cli("flows", "resume", "--flow", "A->B").stdout.startswith("flow A->B: running")
     assert topic in ferry.cli("topics", "list", "--flow", "A->B").stdout.splitlines()
-    wait_for(lambda: record_count(b, remote) == 250, 60, "the paused records copied", ferry)
+    wait_for(lambda: record_count(b, remote) == 250, 120, "the paused records copied", ferry)
     values = _values(b, remote, 1, 250)
     assert values == [f"before-{i}".encode() for i in range(50)] + [
         f"while-paused-{i}".encode() for i in range(200)
@@ -287,7 +289,7 @@ def test_changes_survive_a_restart(ferry: FerryRun, topic_name: str, spark: Any)
         produce(a, topic, _records(20, "first"))
     for topic in (kept, dropped):
         remote = f"A.{topic}"
-        wait_for(lambda r=remote: record_count(b, r) == 20, 60, f"{remote} copied", ferry)
+        wait_for(lambda r=remote: record_count(b, r) == 20, 120, f"{remote} copied", ferry)
     removed = ferry.cli("topics", "remove", "--flow", "A->B", dropped)
     assert dropped in removed.stdout.partition("; removed ")[2].strip().split(", ")
     ferry.stop()
@@ -312,7 +314,7 @@ def test_changes_survive_a_restart(ferry: FerryRun, topic_name: str, spark: Any)
     def meanwhile() -> None:
         wait_for(lambda: record_count(b, f"A.{kept}") == 40, 120, f"A.{kept} caught up")
         produce(a, ferry.base, _records(10, f"{topic_name}-marker"))
-        wait_for(lambda: record_count(b, base) == before + 10, 60, "the file topic copied")
+        wait_for(lambda: record_count(b, base) == before + 10, 120, "the file topic copied")
 
     run_beside(Runner(config, spark=spark), meanwhile)
     assert record_count(b, f"A.{dropped}") == 20, "a topic removed before the restart was copied"
