@@ -33,7 +33,7 @@ unit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -70,6 +70,14 @@ test-topologies: setup
 .PHONY: test-monitor-audit
 test-monitor-audit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m monitor_audit tests/integration/test_monitor_audit.py
+
+# ferry as a process of its own (its own Spark JVM each): SIGKILLed and SIGTERMed mid-copy
+# and restarted, a target that does not answer, the driver's head start while Spark starts
+# from nothing, the JVM class archive written then mapped, a run's whole output and event log
+# free of secrets, and `ferry demo` (short traffic). Not part of `make test`; CI runs it.
+.PHONY: test-processes
+test-processes: setup
+	$(BIN)/pytest $(PYTEST_CI) -m processes tests/integration
 
 # CI under load: `make test` three times back to back, then every other suite of .ci/run once,
 # beside two CPU-bound processes (CI_STRESS_RUNS, CI_STRESS_BURNERS change that: see the

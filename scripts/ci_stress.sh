@@ -13,7 +13,7 @@
 #                      as <dir>/<n>-<target>/<target>.xml
 set -uo pipefail
 cd "$(dirname "$0")/.."
-read -r -a runs <<<"${CI_STRESS_RUNS:-test test test test-cluster secure-test test-topologies test-api test-monitor-audit}"
+read -r -a runs <<<"${CI_STRESS_RUNS:-test test test test-processes test-cluster secure-test test-topologies test-api test-monitor-audit}"
 burners=${CI_STRESS_BURNERS:-2}
 reports="${CI_REPORTS:-$PWD/artifacts/ci-stress}"
 rm -rf "$reports"

@@ -15,7 +15,7 @@ from ferry.local.broker import BrokerProcess
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.processes]
 
 
 def _ferry_once(config: Path, cache: Path) -> tuple[int, str, set[str]]:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.ferry_cli import run_ferry_process
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.processes]
 
 PARTITIONS = {"orders": 3, "payments": 2}
 SHORT = {"FERRY_DEMO_TRAFFIC_SECONDS": "4"}

@@ -305,6 +305,7 @@ def test_topic_and_partition_added_mid_lease_are_copied_without_waiting_for_its_
     assert progress[0].records == 120
 
 
+@pytest.mark.processes
 def test_sigterm_mid_lease_ends_it_commits_and_exits_with_nothing_copied_twice(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
@@ -366,6 +367,7 @@ def test_leases_hand_over_without_losing_or_repeating_a_record_and_the_gap_is_me
     assert set(copies.values()) == {1}, "no record copied twice at a lease's end"
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exactly(
     kafka_clusters: dict[str, BrokerProcess],

@@ -46,6 +46,7 @@ def _start_ferry(*args: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+@pytest.mark.processes
 def test_sigkill_mid_copy_then_restart_loses_nothing(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
@@ -138,6 +139,7 @@ def test_record_too_large_for_target_halts_then_rerun_completes(
     assert [r.value for _, r in on_target][-5:] == [r.value for r in records[5:]]
 
 
+@pytest.mark.processes
 def test_unreachable_target_is_reported_and_retried(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
 ) -> None:
@@ -186,6 +188,7 @@ def test_remote_topic_that_cannot_be_created_stops_the_flow_with_the_fix(
     assert record_count(b, f"A.{topic_name}") == 0
 
 
+@pytest.mark.processes
 def test_sigterm_stops_after_the_current_batch_and_exits_zero(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:

@@ -136,6 +136,7 @@ def _secret_config(directory: Path, bootstrap: str, topic: str, env_name: str) -
     return path
 
 
+@pytest.mark.processes
 def test_no_output_or_file_of_ferry_holds_a_password_from_a_provider(
     secured: str, tmp_path: Path, topic_name: str
 ) -> None:
