@@ -121,7 +121,6 @@ def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
         "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": "0",
     }
-    print("TIMINGstart", __import__("time").monotonic())
     create_topic(a, topic_name, PARTITIONS, **compacted)
     produce(
         a,
@@ -129,12 +128,10 @@ def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
         [Rec(i % 2, f"k{i % 10}".encode(), f"v{i}".encode(), (), 0) for i in range(300)],
     )
     wait_for_compaction(a, topic_name)
-    print("TIMING0", __import__("time").monotonic())
     _stop_cleaning(a, topic_name)
     _transactions(a, topic_name)
     produce(a, topic_name, [Rec(p, b"last", b"last", (), 0) for p in range(PARTITIONS)])
     held = _settled(a, topic_name)
-    print("TIMING1", __import__("time").monotonic())
     for p in range(PARTITIONS):
         offsets = sorted(held[p])
         assert len(offsets) < offsets[-1] + 1, f"partition {p} has no gap: {offsets}"
@@ -142,7 +139,6 @@ def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
     config = write_config(tmp_path, kafka_clusters, topics=topic_name)
     copied = run_ferry("run", "-c", str(config), "--once")
     assert copied.returncode == 0, copied.stderr
-    print("TIMING2", __import__("time").monotonic())
     assert _settled(a, topic_name) == held  # A did not change under the copy
 
     rng = random.Random(7)
@@ -168,7 +164,6 @@ def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
     assert "3 of 1003 offset(s) could not be translated" in result.stderr
     answers = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(answers) == 1003
-    print("TIMING3", __import__("time").monotonic())
 
     remote = f"A.{topic_name}"
     copies = {p: _read(b, remote, p) for p in range(PARTITIONS)}
@@ -205,7 +200,6 @@ def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
     same = translate_stored_offsets(config, "A", "B", [(topic_name, p, o) for p, o in stored])
     assert all(isinstance(t, Translated) for t in same)
     assert [t.as_json() for t in same] == answers[:1000]
-    print("TIMING4", __import__("time").monotonic())
 
     few = tmp_path / "few.jsonl"
     few.write_text("\n".join(lines[:3] + extra) + "\n")
