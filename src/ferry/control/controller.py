@@ -62,10 +62,13 @@ class Controller:
         self.states = {f.name: FlowState(flow_state_dir(root, f)) for f in config.enabled_flows}
 
     @classmethod
-    def of(cls, config: FerryConfig, notice: Callable[[str], None]) -> Controller:
+    def of(
+        cls, config: FerryConfig, notice: Callable[[str], None], *, timeout: float = 15.0
+    ) -> Controller:
         """Each enabled flow with its control topic: on `api.control.cluster` when set,
-        else on the flow's target cluster."""
-        return cls(config, notice, logs=control_logs(config))
+        else on the flow's target cluster. `timeout`: how long a read or write of a control
+        topic waits for its cluster."""
+        return cls(config, notice, logs=control_logs(config, timeout=timeout))
 
     # --- start ----------------------------------------------------------------------------
 

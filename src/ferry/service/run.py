@@ -87,7 +87,9 @@ class FerryRun:
         if self._stop_asked:
             runner.request_stop()
         with ExitStack() as stack:
-            controller = Controller.of(self.config, notice)
+            # A --once run waits for a cluster no longer than it waits to copy.
+            wait = min(15.0, self.config.once_max_wait_seconds) if options.once else 15.0
+            controller = Controller.of(self.config, notice, timeout=wait)
             stack.callback(controller.close)
             controller.restore()  # what the API last said, before anything copies
             if options.api_port is not None:
