@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from ferry.config import load_config
 from ferry.engine.copy.client_settings import consumer_settings, flow_group, producer_settings
 from ferry.engine.copy.deliveries import DeliveryTracker
-from ferry.engine.copy.exactly_once import TransactionalSettings
 from ferry.engine.copy.python_loop import copy_ranges
+from ferry.engine.copy.transactional import TransactionalSettings
 from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.kafka.log import quiet
 from ferry.kafka.provenance import Origin

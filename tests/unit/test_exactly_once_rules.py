@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.engine.copy.exactly_once import TransactionalSettings, resume_at, transactional_id
+from ferry.engine.copy.transactional import TransactionalSettings, resume_at, transactional_id
 from ferry.engine.copy.types import EARLIEST, CopyContext
 
 CTX = CopyContext("A", "a:1", "ida", "B", "b:1", "idb")

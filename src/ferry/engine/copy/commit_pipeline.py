@@ -3,7 +3,7 @@
 A transaction's commit (the position added to it, then EndTxn and its markers) takes round
 trips to the target's coordinators. If copying waited for them, every record arriving meanwhile
 would wait too, and the commit's time would show in replication latency on top of the slice.
-So each source partition has two transactional producers (`exactly_once.transactional_id`'s
+So each source partition has two transactional producers (`transactional.transactional_id`'s
 two parities) and consecutive slices alternate between them: slice k+1 copies with one while
 slice k's transaction commits with the other, on this pipeline's thread.
 

@@ -32,10 +32,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -45,88 +45,20 @@ from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.source_ends import high_watermarks
+from ferry.engine.copy.transactional import PARITIES, ProducerFor, resume_at
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import Endpoint, kafka_error_of, kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
-__all__ = [
-    "PARITIES",
-    "ProducerFor",
-    "TransactionalSettings",
-    "committed_positions",
-    "copy_bin_exactly_once",
-    "resume_at",
-    "run_lease_exactly_once",
-    "transactional_id",
-]
+__all__ = ["committed_positions", "copy_bin_exactly_once", "run_lease_exactly_once"]
 
 TP = tuple[str, int]
 COMMIT_TIMEOUT_SECONDS = 60.0
-# Long enough to copy a batch; short enough that a transaction left open by a crashed ferry
-# that is not restarted does not hold back the target's read_committed consumers for long.
-TRANSACTION_TIMEOUT_MS = 60_000
 # Adding the position to a transaction: librdkafka's own timeout, then how much longer ferry
 # waits before it gives the producer up (see `_send_offsets`).
 SEND_OFFSETS_TIMEOUT_SECONDS = 20.0
 SEND_OFFSETS_GRACE_SECONDS = 5.0
-# A lease's two producers per partition (see commit_pipeline); a batch uses the first.
-PARITIES = (0, 1)
-
-
-class ProducerFor(Protocol):
-    """The started transactional producer of a source partition (`fresh`: a new one, which
-    fences the cached one), of one of the partition's two ids (`parity`)."""
-
-    def __call__(self, topic: str, partition: int, fresh: bool, parity: int = 0) -> Any: ...
-
-
-def transactional_id(
-    source_alias: str, target_alias: str, topic: str, partition: int, parity: int = 0
-) -> str:
-    """Stable per flow, source partition and parity: whoever copies the partition next
-    starts producers with both of its ids, which fences every earlier writer."""
-    # ':' cannot occur in a topic name, so no two partitions or parities share an id; parity 0
-    # keeps the id a single producer per partition had, so its writers are fenced too.
-    base = f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
-    return base if parity == 0 else f"{base}:{parity}"
-
-
-def resume_at(planned_start: int, committed: int | None) -> int:
-    """Where a range starts: Spark's plan, or the committed progress when that is ahead.
-
-    Spark commits a batch only after every transaction of it committed, so the plan is never
-    ahead of what the target holds; the committed progress is ahead when a batch is replayed
-    after a crash (or when Spark's checkpoint was lost: nothing is copied twice even then).
-    A progress behind the plan (offsets expired, or an at-least-once run in between) is
-    ignored: copying from it would write records the target already holds.
-    """
-    if committed is None or committed < 0:
-        return planned_start
-    return max(planned_start, committed)
-
-
-class TransactionalSettings:
-    """librdkafka settings of the transactional producer of one source partition."""
-
-    def __init__(self, producer_settings: Mapping[str, str], ctx: CopyContext) -> None:
-        self._base = {
-            **producer_settings,
-            "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS),
-        }
-        # librdkafka refuses a message timeout above the transaction timeout.
-        timeout = int(self._base.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS))
-        self._base["message.timeout.ms"] = str(min(timeout, TRANSACTION_TIMEOUT_MS))
-        self._ctx = ctx
-
-    def for_partition(self, topic: str, partition: int, parity: int = 0) -> dict[str, str]:
-        ctx = self._ctx
-        txn = transactional_id(ctx.source_alias, ctx.target_alias, topic, partition, parity)
-        return {**self._base, "transactional.id": txn}
-
-    def for_ranges(self, ranges: list[CopyRange]) -> list[dict[str, str]]:
-        """Every producer's settings a lease of `ranges` may use."""
-        return [self.for_partition(r.topic, r.partition, p) for r in ranges for p in PARITIES]
 
 
 def copy_bin_exactly_once(

@@ -40,7 +40,7 @@ _native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settin
 _transactional: OrderedDict[str, Any] = OrderedDict()
 _transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
 transactional_tracker = DeliveryTracker()
-# Two per source partition in a lease (exactly_once.PARITIES): room for a bin of 64 partitions.
+# Two per source partition in a lease (transactional.PARITIES): room for a bin of 64 partitions.
 # A bin with more makes room for all of its producers first (`make_room`): evicting one the
 # running lease holds would close it under the lease.
 MAX_TRANSACTIONAL_PRODUCERS = 128

@@ -14,15 +14,12 @@ import time
 from collections.abc import Callable
 
 from ferry.engine.copy.client_settings import producer_settings, progress_consumer_settings
-from ferry.engine.copy.exactly_once import (
-    PARITIES,
-    committed_positions,
-    run_lease_exactly_once,
-)
+from ferry.engine.copy.exactly_once import committed_positions, run_lease_exactly_once
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.progress import LeaseCommitter
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.source_ends import high_watermarks
+from ferry.engine.copy.transactional import PARITIES
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, partition_entry

@@ -30,9 +30,10 @@ from ferry.engine.copy.client_settings import (
     producer_settings,
     progress_consumer_settings,
 )
-from ferry.engine.copy.exactly_once import committed_positions, copy_bin_exactly_once, resume_at
+from ferry.engine.copy.exactly_once import committed_positions, copy_bin_exactly_once
 from ferry.engine.copy.progress import commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
+from ferry.engine.copy.transactional import resume_at
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.executors import UNKNOWN, TaskReport
 from ferry.engine.flow_spec import FlowSpec

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.engine.copy.client_settings import producer_settings
-from ferry.engine.copy.exactly_once import ProducerFor, TransactionalSettings
+from ferry.engine.copy.transactional import ProducerFor, TransactionalSettings
 from ferry.engine.copy.types import CopyContext, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.errors import FerryError, error_to_text
