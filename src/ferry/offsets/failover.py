@@ -32,7 +32,7 @@ from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.routes import RouteHop, routes
-from ferry.offsets.stores import CheckpointStore, RunsStore
+from ferry.offsets.stores import CheckpointStore, FlowRunsStores
 from ferry.offsets.translation import Position, checkpoint_positions, routed_position
 from ferry.policy import policy_for
 
@@ -260,7 +260,7 @@ def _from_cluster(
     positions: list[Position] = []
     left: list[tuple[str, int, int]] = []
     by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
-    with _RunsStores(config) as runs:
+    with FlowRunsStores(config) as runs:
         for (topic, partition), offset in sorted(committed.items()):
             if topic not in by_topic:
                 by_topic[topic] = routes(config, from_alias, topic, to_alias, control_of)
@@ -273,7 +273,7 @@ def _from_cluster(
 
 
 def _first_route(
-    found: list[tuple[RouteHop, ...]], partition: int, offset: int, runs: _RunsStores
+    found: list[tuple[RouteHop, ...]], partition: int, offset: int, runs: FlowRunsStores
 ) -> tuple[tuple[RouteHop, ...], Position] | None:
     """The first of the routes `found` whose runs carry the partition, and where it lands."""
     for route in found:
@@ -281,29 +281,6 @@ def _first_route(
         if position is not None:
             return route, position
     return None
-
-
-class _RunsStores:
-    """Each flow's offset runs, read from its target once (on first use) and closed at exit."""
-
-    def __init__(self, config: FerryConfig) -> None:
-        self._config = config
-        self._stores: dict[str, RunsStore] = {}
-
-    def __call__(self, flow: FlowConfig) -> RunsStore:
-        if flow.name not in self._stores:
-            policy = policy_for(flow.policy, flow.source)
-            target = self._config.clusters[flow.target]
-            store = RunsStore(target, policy.offset_runs_topic(flow.source), flow.source)
-            self._stores[flow.name] = store.refresh()
-        return self._stores[flow.name]
-
-    def __enter__(self) -> _RunsStores:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for store in self._stores.values():
-            store.close()
 
 
 def _from_checkpoints(
@@ -353,7 +330,7 @@ def _onward(
     positions: list[Position] = []
     left: list[tuple[str, int, int]] = []
     by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
-    with _RunsStores(config) as runs:
+    with FlowRunsStores(config) as runs:
         for p in first:
             if p.target_topic not in by_topic:
                 by_topic[p.target_topic] = routes(

@@ -28,8 +28,7 @@ from ferry.errors import ConfigError
 from ferry.flows.control import FlowControl
 from ferry.offsets.index import Match, OffsetIndex
 from ferry.offsets.routes import RouteHop, routes
-from ferry.offsets.stores import RunsStore
-from ferry.policy import policy_for
+from ferry.offsets.stores import FlowRunsStores
 
 __all__ = [
     "Leg",
@@ -224,29 +223,6 @@ def _translate_one(
     return Untranslatable(position.as_json(), reason)
 
 
-class _FlowRuns:
-    """Each flow's offset runs, read from its target on first use and closed at exit."""
-
-    def __init__(self, config: FerryConfig, timeout: float) -> None:
-        self._config = config
-        self._timeout = timeout
-        self._stores: dict[str, RunsStore] = {}
-
-    def __call__(self, flow: FlowConfig) -> RunsStore:
-        if flow.name not in self._stores:
-            policy = policy_for(flow.policy, flow.source)
-            target = self._config.clusters[flow.target]
-            topic = policy.offset_runs_topic(flow.source)
-            store = RunsStore(target, topic, flow.source, timeout=self._timeout)
-            self._stores[flow.name] = store
-            store.refresh()
-        return self._stores[flow.name]
-
-    def close(self) -> None:
-        for store in self._stores.values():
-            store.close()
-
-
 def translate_stored(
     config: FerryConfig,
     from_alias: str,
@@ -278,10 +254,9 @@ def translate_stored(
         return control if flow.name == direct else None
 
     by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
-    stores = _FlowRuns(config, timeout)
-    read = runs or stores
     out: list[Translated | Untranslatable] = []
-    try:
+    with FlowRunsStores(config, timeout=timeout) as stores:
+        read = runs or stores
         for position in positions:
             if isinstance(position, Untranslatable):
                 out.append(position)
@@ -292,6 +267,4 @@ def translate_stored(
                 )
             found = by_topic[position.topic]
             out.append(_translate_one(position, found, read, (from_alias, to_alias)))
-    finally:
-        stores.close()
     return out

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 
-from ferry.config.model import ClusterConfig
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.kafka.mm2_records import Checkpoint, MM2FormatError
 from ferry.kafka.offset_runs import OffsetSyncRecord
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.index import OffsetIndex
+from ferry.policy import policy_for
 
-__all__ = ["CheckpointStore", "RunsStore"]
+__all__ = ["CheckpointStore", "FlowRunsStores", "RunsStore"]
 
 log = logging.getLogger(__name__)
 
@@ -100,3 +101,29 @@ class CheckpointStore:
 
     def close(self) -> None:
         self._tail.close()
+
+
+class FlowRunsStores:
+    """Each flow's offset runs (`stores(flow)`), read from its target once, on first use;
+    closed when the `with` block ends."""
+
+    def __init__(self, config: FerryConfig, *, timeout: float = 15.0) -> None:
+        self._config = config
+        self._timeout = timeout
+        self._stores: dict[str, RunsStore] = {}
+
+    def __call__(self, flow: FlowConfig) -> RunsStore:
+        if flow.name not in self._stores:
+            policy = policy_for(flow.policy, flow.source)
+            target = self._config.clusters[flow.target]
+            topic = policy.offset_runs_topic(flow.source)
+            store = RunsStore(target, topic, flow.source, timeout=self._timeout)
+            self._stores[flow.name] = store.refresh()
+        return self._stores[flow.name]
+
+    def __enter__(self) -> FlowRunsStores:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for store in self._stores.values():
+            store.close()
