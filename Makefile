@@ -33,7 +33,7 @@ unit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -149,3 +149,15 @@ chaos: setup
 
 clean:
 	rm -rf $(VENV) .ferry-local .ferry-demo .pytest_cache .mypy_cache .ruff_cache
+
+# Disaster recovery end to end on the session's clusters: every group of a flow failed over
+# with the source lost, a Spark Structured Streaming query's checkpoint moved to the other
+# cluster and back, the recovery point (ferry_rpo_seconds) while ferry is stopped.
+.PHONY: test-dr
+test-dr: setup
+	$(BIN)/pytest $(PYTEST_CI) -m dr tests/integration
+
+# Thousands of topics and partitions on real brokers (10,000 partitions copied by one run).
+.PHONY: test-scale
+test-scale: setup
+	$(BIN)/pytest $(PYTEST_CI) -m scale tests/integration
