@@ -28,6 +28,14 @@ from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.flows.control import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import (
+    MAX_CONFIG_RESOURCES_PER_REQUEST,
+    MAX_OFFSETS_PARTITIONS_PER_REQUEST,
+    MAX_PARTITIONS_PER_CREATE,
+    MAX_RECORDS_PER_CONTROLLER_REQUEST,
+    create_weight,
+    submit,
+)
 from ferry.kafka.errors import ferry_error, kafka_error_of, kafka_errors
 from ferry.policy import ReplicationPolicy, policy_for
 
@@ -91,11 +99,15 @@ class TopicManager:
         from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
         spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        request = {TopicPartition(t, p): spec for t, n in topics.items() for p in range(n)}
-        if not request:
-            return {}
-        futures = self._source_admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
+        request = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        futures = submit(
+            lambda batch: self._source_admin.list_offsets(
+                dict.fromkeys(batch, spec),
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=15,
+            ),
+            request,
+            MAX_OFFSETS_PARTITIONS_PER_REQUEST,
         )
         ends: dict[TP, int] = {}
         for tp, future in futures.items():
@@ -123,10 +135,13 @@ class TopicManager:
         missing = [t for t in selected if remote[t] not in target_md.topics]
         if missing:
             self._create(missing, remote, selected)
+        grow: dict[str, tuple[int, int]] = {}
         for topic, partitions in selected.items():
             existing = target_md.topics.get(remote[topic])
             if existing is not None and len(existing.partitions) < partitions:
-                self._expand(remote[topic], partitions)
+                grow[remote[topic]] = (len(existing.partitions), partitions)
+        if grow:
+            self._expand(grow)
         limits = self._max_message_bytes(
             list(remote.values()), just_created={remote[t] for t in missing}
         )
@@ -140,7 +155,10 @@ class TopicManager:
     def _configs_to_copy(self, topics: list[str]) -> dict[str, dict[str, str]]:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         copied: dict[str, dict[str, str]] = {}
-        for resource, future in self._source_admin.describe_configs(resources).items():
+        futures = submit(
+            self._source_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
+        )
+        for resource, future in futures.items():
             with self._errors(self.source, resource.name, "describe topic"):
                 entries = future.result(self._timeout)
             copied[resource.name] = {
@@ -169,15 +187,28 @@ class TopicManager:
             )
             for t in topics
         ]
-        for name, future in self._target_admin.create_topics(new).items():
+        # Within the controller's limits per request: partitions and metadata records.
+        futures = submit(
+            self._target_admin.create_topics,
+            new,
+            MAX_RECORDS_PER_CONTROLLER_REQUEST,
+            lambda topic: create_weight(topic.num_partitions, len(topic.config or {})),
+        )
+        for name, future in futures.items():
             # TOPIC_ALREADY_EXISTS: created meanwhile by another run, fine.
             with self._errors(
                 self.target, name, "create topic", done={KafkaError.TOPIC_ALREADY_EXISTS}
             ):
                 future.result(self._timeout)
 
-    def _expand(self, remote_topic: str, partitions: int) -> None:
-        futures = self._target_admin.create_partitions([NewPartitions(remote_topic, partitions)])
+    def _expand(self, grow: dict[str, tuple[int, int]]) -> None:
+        """Each remote topic from its partition count to the source's (`grow`: from, to)."""
+        futures = submit(
+            self._target_admin.create_partitions,
+            [NewPartitions(topic, to) for topic, (_from, to) in grow.items()],
+            MAX_PARTITIONS_PER_CREATE,
+            lambda new: new.new_total_count - grow[new.topic][0],
+        )
         for name, future in futures.items():
             # INVALID_PARTITIONS: it already has them (expanded meanwhile).
             with self._errors(
@@ -215,7 +246,10 @@ class TopicManager:
         while pending:
             resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
             pending = []
-            for resource, future in self._target_admin.describe_configs(resources).items():
+            futures = submit(
+                self._target_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
+            )
+            for resource, future in futures.items():
                 try:
                     entries = future.result(self._timeout)
                 except KafkaException as exc:  # asks again for a just-created topic: per code
@@ -266,6 +300,20 @@ class TopicManager:
                 f"grant ferry's principal on {cluster.alias} CREATE on the cluster, "
                 f"or create topic {topic} yourself"
             ),
-            "POLICY_VIOLATION": f"create topic {topic} on {cluster.alias} by hand",
         }
-        return lambda error: fixes.get(error.name(), "see the broker's log for why it refused")
+
+        def fix(error: KafkaError) -> str:
+            if error.name() != "POLICY_VIOLATION":
+                return fixes.get(error.name(), "see the broker's log for why it refused")
+            if "partitions per request" in error.str():
+                # ferry's requests stay under the limit: only a topic above it alone is refused.
+                return (
+                    f"{cluster.alias}'s controller creates at most {MAX_PARTITIONS_PER_CREATE} "
+                    f"partitions per request; give the source topic of {topic} at most that many"
+                )
+            return (
+                f"a topic policy of {cluster.alias} (create.topic.policy.class.name, "
+                f"alter.config.policy.class.name) refused it; its broker's log says which rule"
+            )
+
+        return fix

@@ -1,0 +1,151 @@
+"""Admin requests in batches within the brokers' limits (kafka/admin_batches.py), and remote
+topic creation over them: 1,000 topics x 10 partitions never go to a controller in one request,
+and a refusal by policy never tells the operator to create the topic by hand."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.engine.plan.remote_topics import TopicManager
+from ferry.errors import ReplicationError
+from ferry.kafka.admin_batches import (
+    MAX_PARTITIONS_PER_CREATE,
+    MAX_RECORDS_PER_CONTROLLER_REQUEST,
+    batches,
+    create_weight,
+    submit,
+)
+
+
+@given(st.lists(st.integers(0, 40)), st.integers(1, 50))
+def test_batches_keep_order_and_stay_within_the_limit(weights: list[int], limit: int) -> None:
+    items = list(enumerate(weights))
+    out = list(batches(items, limit, lambda item: item[1]))
+    assert [item for batch in out for item in batch] == items
+    assert all(batch for batch in out)
+    for batch in out:
+        # Over the limit only as an item alone in its batch.
+        assert sum(w for _, w in batch) <= limit or len(batch) == 1
+    for before, after in zip(out, out[1:], strict=False):
+        # Each batch is full: the next item would not have fitted.
+        assert sum(w for _, w in before) + after[0][1] > limit
+
+
+def test_batches_by_count_and_nothing_for_nothing() -> None:
+    assert list(batches(range(5), 2)) == [[0, 1], [2, 3], [4]]
+    assert list(batches([], 3)) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        list(batches([1], 0))
+
+
+def test_submit_sends_every_batch_and_merges_the_futures() -> None:
+    sent: list[list[int]] = []
+
+    def send(batch: list[int]) -> dict[int, str]:
+        sent.append(batch)
+        return {i: f"future {i}" for i in batch}
+
+    assert submit(send, range(7), 3) == {i: f"future {i}" for i in range(7)}
+    assert sent == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+def test_a_topic_of_ten_partitions_writes_eleven_records_plus_its_settings() -> None:
+    assert create_weight(10, 0) == 11
+    assert create_weight(10, 2) == 13
+
+
+# --- remote topics of a thousand source topics, admin clients faked --------------------------
+
+
+class _Done:
+    def __init__(self, value: object = None, error: KafkaError | None = None) -> None:
+        self._value, self._error = value, error
+
+    def result(self, timeout: float | None = None) -> object:
+        if self._error is not None:
+            raise KafkaException(self._error)
+        return self._value
+
+
+class _Admin:
+    """A cluster's topics (name: partitions); records each request's size; refuses a
+    CreateTopics over the controller's partition limit as Kafka does, whole."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = dict(topics)
+        self.creates: list[int] = []  # partitions per CreateTopics request
+        self.describes: list[int] = []  # resources per DescribeConfigs request
+        self.lists: list[int] = []  # partitions per ListOffsets request
+
+    def list_topics(self, timeout: float | None = None) -> Any:
+        return SimpleNamespace(
+            cluster_id="c",
+            topics={
+                name: SimpleNamespace(error=None, partitions=dict.fromkeys(range(n)))
+                for name, n in self.topics.items()
+            },
+        )
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, _Done]:
+        self.describes.append(len(resources))
+        return {r: _Done({}) for r in resources}
+
+    def create_topics(self, new: list[Any]) -> dict[str, _Done]:
+        total = sum(t.num_partitions for t in new)
+        self.creates.append(total)
+        if total > MAX_PARTITIONS_PER_CREATE:
+            refused = KafkaError(
+                KafkaError.POLICY_VIOLATION, "Excessively large number of partitions per request."
+            )
+            return {t.topic: _Done(error=refused) for t in new}
+        self.topics.update({t.topic: t.num_partitions for t in new})
+        return {t.topic: _Done() for t in new}
+
+    def list_offsets(self, request: dict[Any, Any], **_kwargs: Any) -> dict[Any, _Done]:
+        self.lists.append(len(request))
+        return {tp: _Done(SimpleNamespace(offset=3)) for tp in request}
+
+
+def _manager(source: _Admin, target: _Admin) -> TopicManager:
+    clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(".*",))
+    return TopicManager(flow, clusters["A"], clusters["B"], source_admin=source, target_admin=target)
+
+
+def test_ten_thousand_partitions_are_created_in_requests_the_controller_accepts() -> None:
+    source = _Admin({f"s{i:04d}": 10 for i in range(1000)})
+    target = _Admin({})
+    ready = _manager(source, target).sync()
+    assert len(ready) == 1000
+    assert target.topics == {f"A.s{i:04d}": 10 for i in range(1000)}
+    assert len(target.creates) >= 2
+    # Partitions and records (one per topic and per partition) under the controller's limits.
+    assert all(n + n // 10 <= MAX_RECORDS_PER_CONTROLLER_REQUEST for n in target.creates)
+    assert max(source.describes) <= 1000 and max(target.describes) <= 1000
+
+
+def test_end_offsets_of_ten_thousand_partitions_in_several_requests() -> None:
+    source = _Admin({f"s{i:04d}": 10 for i in range(1000)})
+    ends = _manager(source, _Admin({})).end_offsets(dict(source.topics))
+    assert len(ends) == 10_000 and set(ends.values()) == {3}
+    assert sum(source.lists) == 10_000 and len(source.lists) >= 2
+
+
+def test_a_topic_over_the_partition_limit_is_named_and_never_to_be_created_by_hand() -> None:
+    source = _Admin({"small": 3, "huge": MAX_PARTITIONS_PER_CREATE + 1})
+    target = _Admin({})
+    with pytest.raises(ReplicationError) as caught:
+        _manager(source, target).sync()
+    message = str(caught.value)
+    assert "A.huge" in message and "B" in message
+    assert "by hand" not in message and "yourself" not in message
+    assert f"at most {MAX_PARTITIONS_PER_CREATE} partitions per request" in message
+    # The small topic went in a request of its own and was created.
+    assert "A.small" in target.topics
