@@ -4,6 +4,7 @@ and a refusal by policy never tells the operator to create the topic by hand."""
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -33,7 +34,7 @@ def test_batches_keep_order_and_stay_within_the_limit(weights: list[int], limit:
     for batch in out:
         # Over the limit only as an item alone in its batch.
         assert sum(w for _, w in batch) <= limit or len(batch) == 1
-    for before, after in zip(out, out[1:], strict=False):
+    for before, after in itertools.pairwise(out):
         # Each batch is full: the next item would not have fitted.
         assert sum(w for _, w in before) + after[0][1] > limit
 
@@ -116,7 +117,9 @@ class _Admin:
 def _manager(source: _Admin, target: _Admin) -> TopicManager:
     clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
     flow = FlowConfig(source="A", target="B", enabled=True, topics=(".*",))
-    return TopicManager(flow, clusters["A"], clusters["B"], source_admin=source, target_admin=target)
+    return TopicManager(
+        flow, clusters["A"], clusters["B"], source_admin=source, target_admin=target
+    )
 
 
 def test_ten_thousand_partitions_are_created_in_requests_the_controller_accepts() -> None:
