@@ -42,6 +42,14 @@ class Retrier:
         self._notice = notice
         self._stopping = stopping
 
+    @property
+    def call_timeout(self) -> float:
+        """How long one request may wait for an answer: within a `--once` run's bound, so a
+        cluster that does not answer ends the run after about that bound, not after the
+        client's own timeout."""
+        default = 15.0
+        return min(default, self._config.once_max_wait_seconds) if self._once else default
+
     def __call__(self, action: Callable[[], object]) -> None:
         """`action` until it works; an unanswering cluster is said once, then retried (in a
         `--once` run for at most `ferry.once.max.wait.seconds`)."""
@@ -74,7 +82,12 @@ class Retrier:
 
 def prepare(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
     """The flow's offset-runs topic exists on the target (so both clusters answer)."""
-    manager = TopicManager(flow, config.clusters[flow.source], config.clusters[flow.target])
+    manager = TopicManager(
+        flow,
+        config.clusters[flow.source],
+        config.clusters[flow.target],
+        timeout=retrying.call_timeout,
+    )
     policy = policy_for(flow.policy, flow.source)
 
     def ready() -> None:
