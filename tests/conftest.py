@@ -37,10 +37,15 @@ INTEGRATION_DIRS = ("integration", "chaos")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration and tests/chaos is an integration test."""
+    """Every test under tests/integration and tests/chaos is an integration test.
+
+    They form one xdist group: under `pytest -n 2 --dist loadgroup` (make test) they run in
+    order on one worker, which starts the session's clusters and Spark once, while the unit
+    tests (many of them waiting on clusters that do not answer) run on the other."""
     for item in items:
         if Path(item.path).parent.name in INTEGRATION_DIRS:
             item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.xdist_group("integration"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
