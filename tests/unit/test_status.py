@@ -45,8 +45,18 @@ def test_json_shape() -> None:
         "records": 5,
         "bytes": 50,
         "lag": 1,
-        "partitions": [{"topic": "t", "partition": 0, "source_end": 6, "replicated": 5, "lag": 1}],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "source_end": 6,
+                "replicated": 5,
+                "lag": 1,
+                "rpo_seconds": None,
+            }
+        ],
         "errors": [],
         "executors": {},
         "spark_ui": None,
+        "rpo_seconds": None,
     }

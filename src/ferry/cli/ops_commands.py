@@ -38,16 +38,22 @@ def _print_status(flows: list[Any]) -> None:
     for f in flows:
         latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
         lag = "unknown" if f.lag is None else f"{f.lag:,}"
+        rpo = "unknown" if f.rpo_seconds is None else f"{f.rpo_seconds:,.1f} s"
         table = Table(
-            title=f"flow {f.flow}: latency {latency}, lag {lag}, "
+            title=f"flow {f.flow}: latency {latency}, lag {lag}, RPO {rpo}, "
             f"copied {f.records:,} records ({f.bytes:,} bytes)",
             title_justify="left",
         )
-        for column in ("topic", "partition", "source end", "replicated", "lag"):
+        for column in ("topic", "partition", "source end", "replicated", "lag", "RPO (s)"):
             table.add_column(column, justify="left" if column == "topic" else "right")
         for p in f.partitions:
             table.add_row(
-                p.topic, str(p.partition), str(p.source_end), str(p.replicated), str(p.lag)
+                p.topic,
+                str(p.partition),
+                str(p.source_end),
+                str(p.replicated),
+                str(p.lag),
+                "unknown" if p.rpo_seconds is None else f"{p.rpo_seconds:.1f}",
             )
         out.print(table)
         for name, e in f.executors.items():

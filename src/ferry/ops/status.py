@@ -5,7 +5,11 @@ same on any machine: the replicated position of a source partition is the flow's
 the target (the next source offset, committed as the remote partition's offset in group
 `ferry-<source>-to-<target>` once the target acknowledged the copies; both modes commit it),
 or, for a partition with no progress there yet, the end of its exact offset runs. Lag is the
-source's last stable offset minus that position. Latency is now minus the newest heartbeat of
+source's last stable offset minus that position. The recovery point objective (RPO) of a
+lagging partition is the age of the first real record at or after that position, read from the
+source (`ferry.flows.rpo`: the rule; `ferry.kafka.rpo_probe`: one record per lagging partition,
+one consumer, a few seconds at most; what does not answer in time is unknown, never 0); the
+flow's is its worst partition's. Latency is now minus the newest heartbeat of
 the source found in its remote heartbeats topic on the target (`A.heartbeats` on B). Records
 and bytes are what `ferry run` counted on this machine (its state directory).
 A cluster that does not answer leaves its figures null and says why; the rest is reported.
@@ -14,7 +18,7 @@ A cluster that does not answer leaves its figures null and says why; the rest is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,10 +32,12 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError
+from ferry.flows.rpo import flow_rpo
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
+from ferry.kafka.rpo_probe import read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
@@ -43,11 +49,13 @@ __all__ = [
     "flow_status",
     "newest_heartbeat",
     "partition_statuses",
+    "read_flow_rpos",
     "replicated_positions",
 ]
 
 TP = tuple[str, int]
 HEARTBEATS_READ_BACK = 50  # records read from the end: a few per flow out of the source
+RPO_READ_SECONDS = 5.0  # at most, for the first records of all lagging partitions of a flow
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class PartitionStatus:
     source_end: int
     replicated: int
     lag: int
+    # Age in seconds of the oldest source record not on the target; None: not known.
+    rpo_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class FlowStatus:
     # Which Spark executor copies which partitions, how fast (this machine's `ferry run`).
     executors: dict[str, dict[str, Any]] = field(default_factory=dict)
     spark_ui: str | None = None
+    rpo_seconds: float | None = None  # the worst partition's; None if any is not known
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -99,12 +110,18 @@ def newest_heartbeat(
     return newest
 
 
-def partition_statuses(ends: dict[TP, int], replicated: dict[TP, int]) -> list[PartitionStatus]:
-    """Lag of each source partition against its replicated position (0 if never copied)."""
+def partition_statuses(
+    ends: dict[TP, int],
+    replicated: dict[TP, int],
+    rpos: Mapping[TP, float | None] | None = None,
+) -> list[PartitionStatus]:
+    """Lag of each source partition against its replicated position (0 if never copied), and
+    its RPO when `rpos` has it."""
     rows = []
     for (topic, partition), end in sorted(ends.items()):
         position = replicated.get((topic, partition), 0)
-        rows.append(PartitionStatus(topic, partition, end, position, max(0, end - position)))
+        rpo = (rpos or {}).get((topic, partition))
+        rows.append(PartitionStatus(topic, partition, end, position, max(0, end - position), rpo))
     return rows
 
 
@@ -161,10 +178,16 @@ def flow_status(
         errors.append(str(exc))
     partitions: list[PartitionStatus] = []
     lag: int | None = None
+    rpo: float | None = None
     try:
         ends = _source_ends(source, TopicSelector(flow, policy), timeout)
-        partitions = partition_statuses(ends, replicated_positions(target, flow, ends, timeout))
+        positions = replicated_positions(target, flow, ends, timeout)
+        rpos = read_rpos(
+            source, positions, ends, timeout=min(timeout, RPO_READ_SECONDS), clock=clock
+        )
+        partitions = partition_statuses(ends, positions, rpos)
         lag = sum(p.lag for p in partitions)
+        rpo = flow_rpo(rpos.values())
     except FerryError as exc:
         errors.append(str(exc))
     return FlowStatus(
@@ -177,7 +200,23 @@ def flow_status(
         errors,
         {name: e.to_json() for name, e in state.executors(clock()).items()},
         state.spark_ui(),
+        rpo,
     )
+
+
+def read_flow_rpos(
+    config: FerryConfig,
+    flow: FlowConfig,
+    *,
+    timeout: float = 10.0,
+    clock: Callable[[], float] = time.time,
+) -> dict[TP, float | None]:
+    """The RPO in seconds of each source partition `flow` replicates, as `ferry status` reads
+    it (None: not known); KafkaUnavailableError if a cluster does not answer."""
+    source, target = config.clusters[flow.source], config.clusters[flow.target]
+    ends = _source_ends(source, TopicSelector(flow, policy_for(flow.policy, flow.source)), timeout)
+    positions = replicated_positions(target, flow, ends, timeout)
+    return read_rpos(source, positions, ends, timeout=min(timeout, RPO_READ_SECONDS), clock=clock)
 
 
 def _source_ends(
