@@ -6,11 +6,16 @@ monitors in one process.
 Labels: `topic` and `partition` always name the source partition on A; B's numbers are those
 of its remote copy. `group` is set for `consume` series and empty for `latest` ones, so one
 alert gauge covers both kinds (Prometheus treats an empty label as absent).
+
+`ferry_rpo_seconds` is NaN, never 0, while a partition's RPO is not known: 0 would say that
+nothing is at risk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+from collections.abc import Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,9 +26,14 @@ from prometheus_client import (
 
 from ferry.monitor.sampler import OffsetPair
 
-__all__ = ["DEFAULT_PORT", "MonitorMetrics"]
+__all__ = ["DEFAULT_PORT", "RPO_HELP", "MonitorMetrics"]
 
 DEFAULT_PORT = 9464
+RPO_HELP = (
+    "Recovery point objective: age in seconds of the oldest source record not yet on the "
+    "target (now minus the timestamp of the first real record at or after the flow's "
+    "replicated position); 0 when caught up, NaN when it could not be read in time"
+)
 
 
 class MonitorMetrics:
@@ -78,6 +88,8 @@ class MonitorMetrics:
             ["flow"],
             registry=r,
         )
+        self.rpo = Gauge("ferry_rpo_seconds", RPO_HELP, ["flow", "topic", "partition"], registry=r)
+        self._rpo_series: dict[str, set[tuple[str, int]]] = {}
 
     def register_flow(self, flow: str, source: str, target: str, period: float) -> None:
         """Series that exist from the start, so rate() and absent() work before any alert."""
@@ -108,6 +120,19 @@ class MonitorMetrics:
                 _remove(self.offset, flow, cluster, pair.topic, partition)
             else:
                 _remove(self.group_offset, flow, cluster, pair.group, pair.topic, partition)
+
+    def record_rpo(self, flow: str, rpos: Mapping[tuple[str, int], float | None]) -> None:
+        """Each partition's RPO (NaN: not known); partitions no longer replicated go."""
+        for topic, partition in self._rpo_series.get(flow, set()) - rpos.keys():
+            _remove(self.rpo, flow, topic, str(partition))
+        for (topic, partition), rpo in rpos.items():
+            self.rpo.labels(flow, topic, str(partition)).set(math.nan if rpo is None else rpo)
+        self._rpo_series[flow] = set(rpos)
+
+    def rpo_unknown(self, flow: str) -> None:
+        """A period that read no RPO: each partition's is not known now (NaN), not its last."""
+        for topic, partition in self._rpo_series.get(flow, set()):
+            self.rpo.labels(flow, topic, str(partition)).set(math.nan)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,12 +9,16 @@ For each replicated source partition: A's log end (high watermark) and the log e
 remote copy on B. With `sync.group.offsets.enabled`, for each group the flow syncs: its
 committed offset on A and on B. A remote partition or group offset B does not have yet counts
 as 0 (nothing copied), so a replicator that never started is a delay, not a blind spot.
+
+Beside them, the recovery point objective of each source partition, read as `ferry status`
+reads it (`ferry.ops.status.read_flow_rpos`: the flow's position on B, A's last stable offset,
+the first record not copied): a cluster that does not answer leaves it unknown, not the sample.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,10 +26,12 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.errors import FerryError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.monitor.sync_delay import DelayKind
+from ferry.ops.status import read_flow_rpos
 from ferry.policy import policy_for
 
 __all__ = ["FlowSample", "KafkaSampler", "OffsetPair", "Sampler"]
@@ -50,6 +56,8 @@ class OffsetPair:
 class FlowSample:
     flow: str
     pairs: tuple[OffsetPair, ...]
+    # RPO in seconds per source partition (None: not known); None: not read this period.
+    rpos: Mapping[tuple[str, int], float | None] | None = None
 
 
 class Sampler(Protocol):
@@ -102,7 +110,13 @@ class KafkaSampler:
         ]
         if flow.sync_group_offsets_enabled:
             pairs += self._group_pairs(flow, source, target, remote)
-        return FlowSample(flow.name, tuple(pairs))
+        return FlowSample(flow.name, tuple(pairs), self._rpos(flow))
+
+    def _rpos(self, flow: FlowConfig) -> Mapping[tuple[str, int], float | None] | None:
+        try:
+            return read_flow_rpos(self._config, flow, timeout=self._timeout)
+        except FerryError:
+            return None  # a cluster stopped answering since the offsets were read: not known
 
     # --- Kafka requests -------------------------------------------------------------------
 

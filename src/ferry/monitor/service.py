@@ -157,11 +157,16 @@ class MonitorService:
         if self._failing.pop(flow.name, None) is not None:
             self._log(f"flow {flow.name}: sampling again")
         self._judge(flow, sample)
+        if sample.rpos is None:
+            self.metrics.rpo_unknown(flow.name)
+        else:
+            self.metrics.record_rpo(flow.name, sample.rpos)
         self.metrics.samples_total.labels(flow.name).inc()
         self.metrics.last_sample.labels(flow.name).set(time.time())
 
     def _no_sample(self, flow: FlowConfig, cluster: str, why: str, cause: str) -> None:
         self.metrics.failures_total.labels(flow.name, cluster).inc()
+        self.metrics.rpo_unknown(flow.name)
         # Once per cause: librdkafka words the same outage differently from one call to the next.
         if self._failing.get(flow.name) != cause:
             self._log(f"flow {flow.name}: no sample this period: {why}")
