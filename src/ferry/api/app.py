@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from ferry.api.auth import token_matches
 from ferry.api.events import Events
@@ -28,7 +28,7 @@ from ferry.control.controller import Controller
 from ferry.errors import FerryError, KafkaUnavailableError, RejectedChangeError, UnknownFlowError
 from ferry.flows.status import Condition
 
-__all__ = ["CONSOLE_DIR", "Conditions", "Failover", "Restart", "create_app"]
+__all__ = ["CONSOLE_DIR", "Conditions", "Failover", "FailoverFlow", "Restart", "create_app"]
 
 CONSOLE_DIR = Path(__file__).parent / "console"
 
@@ -38,6 +38,8 @@ Conditions = Callable[[], dict[str, Condition]]
 Restart = Callable[[str], bool]
 # (group, from, to, dry_run, from_checkpoints) -> what `ferry failover --json` prints.
 Failover = Callable[[str, str, str, bool, bool], dict[str, Any]]
+# (flow, groups regex, dry_run, from_checkpoints) -> what `ferry failover --flow --json` prints.
+FailoverFlow = Callable[[str, str | None, bool, bool], dict[str, Any]]
 
 
 class TopicRequest(BaseModel):
@@ -45,11 +47,37 @@ class TopicRequest(BaseModel):
 
 
 class FailoverRequest(BaseModel):
-    group: str = Field(min_length=1)
-    from_: str = Field(alias="from", min_length=1, description="Cluster alias the group leaves")
-    to: str = Field(min_length=1, description="Cluster alias the group moves to")
+    """One group (`group`, `from`, `to`) or every group a flow syncs (`flow`, `groups`)."""
+
+    group: str | None = Field(None, min_length=1, description="A consumer group; or `flow`")
+    from_: str | None = Field(
+        None, alias="from", min_length=1, description="Cluster alias the group leaves"
+    )
+    to: str | None = Field(None, min_length=1, description="Cluster alias the group moves to")
+    flow: str | None = Field(
+        None,
+        pattern=r"^.+->.+$",
+        description="SOURCE->TARGET: every group the flow syncs (the answer: per group moved, "
+        "unchanged or skipped with the reason, and the flow's recovery point)",
+    )
+    groups: str | None = Field(
+        None, min_length=1, description="With `flow`: only groups whose whole name matches"
+    )
     dry_run: bool = False
     from_checkpoints: bool = False
+
+    @model_validator(mode="after")
+    def one_of_group_or_flow(self) -> "FailoverRequest":
+        if (self.group is None) == (self.flow is None):
+            raise ValueError("give exactly one of group (with from and to) or flow")
+        if self.group is not None and (self.from_ is None or self.to is None):
+            raise ValueError("group needs from and to")
+        if self.group is not None and self.groups is not None:
+            raise ValueError("groups goes with flow, not with group")
+        named = (self.from_, self.to) != (None, None)
+        if self.flow is not None and named and f"{self.from_}->{self.to}" != self.flow:
+            raise ValueError(f"from and to disagree with flow {self.flow}; leave them out")
+        return self
 
 
 def run_failover(controller: Controller) -> Failover:
@@ -80,12 +108,39 @@ def run_failover(controller: Controller) -> Failover:
     return failover
 
 
+def run_flow_failover(controller: Controller) -> FailoverFlow:
+    """What `ferry failover --flow` does, against the controller's clusters."""
+    config = controller.config
+
+    def failover(
+        flow: str, groups: str | None, dry_run: bool, from_checkpoints: bool
+    ) -> dict[str, Any]:
+        from ferry.offsets.flow_failover import (
+            apply_flow_failover,
+            flow_of,
+            plan_flow_failover,
+        )
+
+        name = flow_of(config, flow).name
+        control = controller.states[name].control() if name in controller.states else None
+        report = plan_flow_failover(
+            config, flow, groups=groups, from_checkpoints=from_checkpoints, control=control
+        )
+        if not dry_run:
+            apply_flow_failover(config, report)
+        result: dict[str, Any] = report.as_json()
+        return result
+
+    return failover
+
+
 def create_app(
     controller: Controller,
     *,
     token: str | None,
     conditions: Conditions = dict,
     failover: Failover | None = None,
+    failover_flow: FailoverFlow | None = None,
     restart: Restart | None = None,
     events: Events | None = None,
     history: History | None = None,
@@ -110,6 +165,7 @@ def create_app(
     )
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(authorized)])
     run_failover_ = failover or run_failover(controller)
+    run_flow_failover_ = failover_flow or run_flow_failover(controller)
     events_ = events or Events()
     history_ = history or History()
 
@@ -189,8 +245,15 @@ def create_app(
     def recent_events() -> list[dict[str, Any]]:
         return events_.recent()
 
-    @api.post("/failover", summary="Commit a group's translated offsets on another cluster")
+    @api.post(
+        "/failover",
+        summary="Commit a group's translated offsets on another cluster, or every group's "
+        "of a flow",
+    )
     def failover_(body: FailoverRequest) -> dict[str, Any]:
+        if body.flow is not None:
+            return run_flow_failover_(body.flow, body.groups, body.dry_run, body.from_checkpoints)
+        assert body.group is not None and body.from_ is not None and body.to is not None
         return run_failover_(body.group, body.from_, body.to, body.dry_run, body.from_checkpoints)
 
     app.include_router(api)

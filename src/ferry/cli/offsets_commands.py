@@ -14,7 +14,6 @@ from ferry.terminal.console import err, out
 
 __all__ = ["failover", "translate"]
 
-GroupOption = Annotated[str, typer.Option("--group", "-g", help="Consumer group id")]
 FromOption = Annotated[str, typer.Option("--from", help="Cluster alias the group leaves")]
 ToOption = Annotated[str, typer.Option("--to", help="Cluster alias the group moves to")]
 CheckpointsOption = Annotated[
@@ -147,11 +146,35 @@ def _recorded_control(
         return None
 
 
+FlowOption = Annotated[
+    str | None,
+    typer.Option(
+        "--flow",
+        help="Move every consumer group the flow SOURCE->TARGET syncs, instead of --group",
+        metavar="A->B",
+    ),
+]
+GroupsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--groups",
+        help="With --flow: only the groups whose whole name matches this regex",
+        metavar="REGEX",
+    ),
+]
+
+
 def failover(
     config: ConfigOption,
-    group: GroupOption,
-    from_alias: FromOption,
-    to_alias: ToOption,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group id")] = None,
+    from_alias: Annotated[
+        str | None, typer.Option("--from", help="Cluster alias the group leaves")
+    ] = None,
+    to_alias: Annotated[
+        str | None, typer.Option("--to", help="Cluster alias the group moves to")
+    ] = None,
+    flow: FlowOption = None,
+    groups: GroupsOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show, do not commit")] = False,
     as_json: JsonOption = False,
     from_checkpoints: CheckpointsOption = False,
@@ -164,10 +187,35 @@ def failover(
         ),
     ] = False,
 ) -> None:
-    """Commit a consumer group's translated offsets on another cluster (failover, failback)."""
+    """Commit a consumer group's translated offsets on another cluster (failover, failback);
+    with --flow, every group the flow syncs (exit 3 when some were skipped)."""
+    if flow is not None:
+        if group is not None or from_alias is not None or to_alias is not None or by_timestamp:
+            raise typer.BadParameter(
+                "--flow names the clusters and the groups: leave out --group, --from, --to "
+                "and --by-timestamp"
+            )
+        _failover_flow(load(config), flow, groups, dry_run, as_json, from_checkpoints)
+        return
+    if group is None or from_alias is None or to_alias is None or groups is not None:
+        raise typer.BadParameter("give --group with --from and --to, or --flow (with --groups)")
+    _failover_group(
+        load(config), group, from_alias, to_alias, dry_run, as_json, from_checkpoints, by_timestamp
+    )
+
+
+def _failover_group(
+    cfg: Any,
+    group: str,
+    from_alias: str,
+    to_alias: str,
+    dry_run: bool,
+    as_json: bool,
+    from_checkpoints: bool,
+    by_timestamp: bool,
+) -> None:
     from ferry.offsets.failover import apply_failover, plan_failover, plan_failover_by_timestamp
 
-    cfg = load(config)
     control = _recorded_control(cfg, from_alias, to_alias)
     planner = plan_failover_by_timestamp if by_timestamp else plan_failover
     plan = planner(
@@ -181,6 +229,89 @@ def failover(
             out.print(f"committed group {group} on {to_alias}: start its consumers there")
         else:
             out.print("dry run: nothing was committed")
+
+
+def _failover_flow(
+    cfg: Any, flow: str, groups: str | None, dry_run: bool, as_json: bool, from_checkpoints: bool
+) -> None:
+    """Every group of the flow; exit 0, EXIT_SKIPPED or 1 (see FlowFailover.exit_code)."""
+    from ferry.offsets.flow_failover import (
+        apply_flow_failover,
+        flow_of,
+        groups_pattern,
+        plan_flow_failover,
+    )
+
+    chosen = flow_of(cfg, flow)
+    groups_pattern(groups)  # a bad regex is refused before any cluster is asked
+    control = _recorded_control(cfg, chosen.source, chosen.target)
+    report = plan_flow_failover(
+        cfg, flow, groups=groups, from_checkpoints=from_checkpoints, control=control
+    )
+    if not dry_run:
+        apply_flow_failover(cfg, report)
+    if as_json:
+        print(json.dumps(report.as_json()))
+    else:
+        _print_flow_report(report)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def _print_flow_report(report: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    source, target = report.flow.split("->", 1)
+    whence = f"{source}'s offsets" if report.source == "cluster" else f"the checkpoints in {target}"
+    table = Table(title=Text(f"flow {report.flow}: failover from {whence}"))
+    columns = ("group", "topic", "partition", "committed", "to topic", "offset", "before")
+    for column in (*columns, "result"):
+        numeric = column in ("partition", "committed", "offset", "before")
+        table.add_column(column, justify="right" if numeric else "left")
+    results = {"move": "moved" if not report.dry_run else "to move", "at": "unchanged"}
+    for g in report.groups:
+        for m in g.moves:
+            p, before = m.position, "" if m.previous is None else str(m.previous)
+            result = results.get(m.action, "ahead: left")
+            if g.status == "skipped":
+                result = "skipped"
+            cells = [g.group, p.topic, p.partition, p.committed, p.target_topic, p.offset, before]
+            table.add_row(*(Text(str(c)) for c in [*cells, result]))
+    out.print(table)
+    for g in report.groups:
+        why = f" ({g.reason.replace('_', ' ')})" if g.reason else ""
+        out.print(Text(f"group {g.group}: {g.status.replace('_', ' ')}{why}: {g.detail}"))
+        for notice in g.notices:
+            err.print(Text(f"note: group {g.group}: {notice}"))
+    for notice in report.notices:
+        err.print(Text(f"note: {notice}"))
+    if report.recovery is not None:
+        _print_recovery(report.recovery)
+    counts = ", ".join(f"{report.count(s)} {s.replace('_', ' ')}" for s in _STATUSES)
+    out.print(Text(f"{len(report.groups)} group(s): {counts}"))
+    if report.dry_run:
+        out.print("dry run: nothing was committed")
+
+
+_STATUSES = ("moved", "to_move", "unchanged", "skipped", "failed")
+
+
+def _print_recovery(point: Any) -> None:
+    from rich.text import Text
+
+    out.print(Text(f"recovery point: {point.statement()}"))
+    for t in point.topics:
+        if point.kind == "measured":
+            line = f"  {t.topic}: {t.age_seconds:.1f} s ({t.offsets_behind} offset(s) behind)"
+        elif t.age_seconds is None:
+            line = f"  {t.topic}: no copy on {point.target}"
+        else:
+            line = f"  {t.topic}: copied until {t.age_seconds:.1f} s ago"
+        out.print(Text(line))
+    if point.newest_heartbeat_ms is not None:
+        age = (point.at_ms - point.newest_heartbeat_ms) / 1000
+        out.print(Text(f"  newest heartbeat of {point.source} on {point.target}: {age:.1f} s ago"))
 
 
 def _print_plan(plan: Any, as_json: bool) -> None:

@@ -19,6 +19,7 @@ would refuse otherwise, and a running consumer would not see the new positions a
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +37,18 @@ from ferry.offsets.stores import CheckpointStore, FlowRunsStores
 from ferry.offsets.translation import Position, checkpoint_positions, routed_position
 from ferry.policy import policy_for
 
-__all__ = ["FailoverPlan", "apply_failover", "plan_failover", "plan_failover_by_timestamp"]
+__all__ = [
+    "FailoverPlan",
+    "NoPositionError",
+    "apply_failover",
+    "plan_failover",
+    "plan_failover_by_timestamp",
+]
+
+
+class NoPositionError(FerryError):
+    """No position of the group is known: nothing committed on `from`, no checkpoint in `to`,
+    or none of its partitions replicated there. A whole-flow failover skips such a group."""
 
 
 @dataclass
@@ -83,9 +95,11 @@ def plan_failover(
     timeout: float = 10.0,
     from_checkpoints: bool = False,
     control: FlowControl | None = None,
+    runs: FlowRunsStores | None = None,
 ) -> FailoverPlan:
     """`control`: the flow `from->to`'s runtime override (topics added or removed over the
-    API, see ferry.control), so those topics count as replicated or not as they are."""
+    API, see ferry.control), so those topics count as replicated or not as they are.
+    `runs`: offset runs already read (many groups planned in a row read them once)."""
     _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
@@ -102,11 +116,13 @@ def plan_failover(
         source = "checkpoints"
     else:
         if not committed:
-            raise FerryError(
+            raise NoPositionError(
                 f"group {group} has no committed offsets on cluster {from_alias}; "
                 "check the group name (ferry translates what a group committed)"
             )
-        positions, not_replicated = _from_cluster(config, committed, from_alias, to_alias, control)
+        positions, not_replicated = _from_cluster(
+            config, committed, from_alias, to_alias, control, runs
+        )
         source = "cluster"
     positions, missing = _existing_on_target(target_admin, positions)
     not_replicated += missing
@@ -234,7 +250,7 @@ def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 
             "only be committed for a group with no members (nothing was changed)"
         )
     if not plan.positions:
-        raise FerryError(
+        raise NoPositionError(
             f"nothing to commit for group {plan.group} on {plan.to_alias}: none of its "
             f"partitions on {plan.from_alias} has been replicated there"
         )
@@ -248,6 +264,7 @@ def _from_cluster(
     from_alias: str,
     to_alias: str,
     control: FlowControl | None = None,
+    runs_read: FlowRunsStores | None = None,
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
     """Each partition along the shortest route of flows whose runs carry it (see
     `ferry.offsets.routes`): one hop for a direct flow or its failback, more for a chain or
@@ -260,7 +277,10 @@ def _from_cluster(
     positions: list[Position] = []
     left: list[tuple[str, int, int]] = []
     by_topic: dict[str, list[tuple[RouteHop, ...]]] = {}
-    with FlowRunsStores(config) as runs:
+    stores: AbstractContextManager[FlowRunsStores] = (
+        FlowRunsStores(config) if runs_read is None else nullcontext(runs_read)
+    )
+    with stores as runs:
         for (topic, partition), offset in sorted(committed.items()):
             if topic not in by_topic:
                 by_topic[topic] = routes(config, from_alias, topic, to_alias, control_of)
@@ -301,7 +321,7 @@ def _from_checkpoints(
         if checkpoints:
             first = checkpoint_positions(checkpoints, policy_for(flow.policy, from_alias))
             return _onward(config, first, flow, to_alias)
-    raise FerryError(
+    raise NoPositionError(
         f"cluster {from_alias} did not answer and no checkpoint for group {group} was found "
         f"({'; '.join(looked_in)}); checkpoints are written by `ferry run` for the groups a "
         f"flow from {from_alias} selects (groups, groups.exclude, emit.checkpoints.enabled)"

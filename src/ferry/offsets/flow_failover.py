@@ -1,0 +1,330 @@
+"""`ferry failover --flow A->B`: every consumer group a flow syncs, moved to its target at once.
+
+The groups are those the flow's group filter takes (`groups` minus `groups.exclude`, as its
+checkpoints do; ferry's own progress groups never), narrowed by a regex when one is given:
+listed on the source, and found in the target's checkpoints. When the source answers each
+group is planned from its live offsets there; when it does not, every group is planned from
+its checkpoints in the target. Either way each group is planned exactly as `ferry failover
+--group` plans it (`ferry.offsets.failover.plan_failover`, the offset runs read once).
+
+What to do with a planned group is decided here, from the plan alone (`decide`, pure):
+- skipped, no position: nothing committed on the source, no checkpoint, nothing replicated;
+- unchanged: the target already holds every translated offset, or is further in a partition
+  (the group consumed there since a failover; moving it back would deliver records again);
+- skipped, active members: the target's group has members and some offset would move;
+- otherwise the partitions that are behind the translated offset move to it.
+So a second run finds every group where the first left it: unchanged, nothing committed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ferry.config.model import FerryConfig, FlowConfig
+from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
+from ferry.flows.control import FlowControl
+from ferry.offsets import recovery_point
+from ferry.offsets.failover import FailoverPlan, NoPositionError, apply_failover, plan_failover
+from ferry.offsets.groups import GroupAdmin, group_filter
+from ferry.offsets.recovery_point import RecoveryPoint
+from ferry.offsets.stores import CheckpointStore, FlowRunsStores
+from ferry.offsets.translation import Position
+from ferry.policy import policy_for
+
+__all__ = [
+    "EXIT_SKIPPED",
+    "FlowFailover",
+    "GroupOutcome",
+    "Move",
+    "apply_flow_failover",
+    "decide",
+    "flow_of",
+    "groups_pattern",
+    "parse_flow",
+    "plan_flow_failover",
+    "select_groups",
+]
+
+EXIT_SKIPPED = 3  # every group looked at, some left where they were (reasons in the report)
+
+MOVED, TO_MOVE, UNCHANGED, SKIPPED, FAILED = "moved", "to_move", "unchanged", "skipped", "failed"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One partition of a group: where it is on the target now and where it goes."""
+
+    position: Position
+    previous: int | None  # the group's offset on the target before; None: none
+
+    @property
+    def action(self) -> str:
+        """ "move"; "at": the target holds the offset; "ahead": it is further (left alone)."""
+        if self.previous == self.position.offset:
+            return "at"
+        if self.previous is not None and self.previous > self.position.offset:
+            return "ahead"
+        return "move"
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.position.as_json(), "previous": self.previous, "action": self.action}
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    group: str
+    status: str  # moved, to_move (dry run), unchanged, skipped, failed
+    reason: str | None = None  # skipped: "active_members" or "no_position"
+    detail: str = ""  # a sentence: why, or what was done
+    moves: tuple[Move, ...] = ()
+    not_replicated: tuple[tuple[str, int, int], ...] = ()
+    notices: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "status": self.status,
+            "reason": self.reason,
+            "detail": self.detail,
+            "partitions": [m.as_json() for m in self.moves],
+            "not_replicated": [
+                {"topic": t, "partition": p, "committed": o} for t, p, o in self.not_replicated
+            ],
+            "notices": list(self.notices),
+        }
+
+
+@dataclass
+class FlowFailover:
+    """The report: one outcome per group, and the flow's recovery point."""
+
+    flow: str
+    source: str  # "cluster": live offsets on the flow's source; "checkpoints": the target's
+    dry_run: bool
+    groups: list[GroupOutcome] = field(default_factory=list)
+    recovery: RecoveryPoint | None = None
+    notices: list[str] = field(default_factory=list)
+    plans: dict[str, FailoverPlan] = field(default_factory=dict, repr=False)
+
+    def count(self, status: str) -> int:
+        return sum(g.status == status for g in self.groups)
+
+    @property
+    def exit_code(self) -> int:
+        """0: every group moved (or would) or was already there; EXIT_SKIPPED: some were left
+        where they were; 1: some failed."""
+        if self.count(FAILED):
+            return 1
+        return EXIT_SKIPPED if self.count(SKIPPED) else 0
+
+    def as_json(self) -> dict[str, Any]:
+        source, target = self.flow.split("->", 1)
+        statuses = (MOVED, TO_MOVE, UNCHANGED, SKIPPED, FAILED)
+        return {
+            "flow": self.flow,
+            "from": source,
+            "to": target,
+            "source": self.source,
+            "dry_run": self.dry_run,
+            "summary": {s: self.count(s) for s in statuses},
+            "exit_code": self.exit_code,
+            "recovery_point": self.recovery.as_json() if self.recovery else None,
+            "groups": [g.as_json() for g in self.groups],
+            "notices": self.notices,
+        }
+
+
+def parse_flow(text: str) -> tuple[str, str]:
+    """`A->B` as (source, target)."""
+    source, arrow, target = text.partition("->")
+    if not arrow or not source.strip() or not target.strip() or "->" in target:
+        raise ConfigError(f"--flow {text}: name one flow as SOURCE->TARGET, like A->B")
+    return source.strip(), target.strip()
+
+
+def select_groups(
+    listed: Iterable[str],
+    accepts: Callable[[str], bool],
+    pattern: re.Pattern[str] | None,
+    own: frozenset[str],
+) -> list[str]:
+    """The groups to move: taken by the flow's filter (`accepts`) and by `pattern` (whole
+    name), never one of ferry's own progress groups (`own`)."""
+    return sorted(
+        {
+            g
+            for g in listed
+            if accepts(g) and g not in own and (pattern is None or pattern.fullmatch(g))
+        }
+    )
+
+
+def decide(plan: FailoverPlan) -> GroupOutcome:
+    """What to do with a planned group (see the module doc); reads nothing."""
+    moves = tuple(Move(p, plan.previous.get((p.target_topic, p.partition))) for p in plan.positions)
+
+    def outcome(status: str, reason: str | None, detail: str) -> GroupOutcome:
+        left = tuple(plan.not_replicated)
+        return GroupOutcome(plan.group, status, reason, detail, moves, left, tuple(plan.notices))
+
+    if not moves:
+        return outcome(
+            SKIPPED,
+            "no_position",
+            f"none of its partitions on {plan.from_alias} has been replicated to {plan.to_alias}",
+        )
+    if all(m.action != "move" for m in moves):
+        detail = f"{plan.to_alias} already holds this position"
+        if any(m.action == "ahead" for m in moves):
+            detail += " or is further (consumed there since; not moved back)"
+        return outcome(UNCHANGED, None, detail)
+    members = plan.target_state.members
+    if members:
+        return outcome(
+            SKIPPED,
+            "active_members",
+            f"{len(members)} active member(s) on {plan.to_alias} ({', '.join(members[:5])}); "
+            "stop those consumers and run again (nothing was changed)",
+        )
+    moving = sum(m.action == "move" for m in moves)
+    return outcome(TO_MOVE, None, f"{moving} partition(s) to move on {plan.to_alias}")
+
+
+def no_position(group: str, error: NoPositionError) -> GroupOutcome:
+    return GroupOutcome(group, SKIPPED, "no_position", str(error))
+
+
+def failed(group: str, error: FerryError) -> GroupOutcome:
+    text = str(error)
+    return GroupOutcome(group, FAILED, None, text if group in text else f"group {group}: {text}")
+
+
+def plan_flow_failover(
+    config: FerryConfig,
+    flow_name: str,
+    *,
+    groups: str | None = None,
+    from_checkpoints: bool = False,
+    control: FlowControl | None = None,
+    timeout: float = 10.0,
+) -> FlowFailover:
+    """Plan every group of the flow (nothing is committed); see the module doc."""
+    flow = flow_of(config, flow_name)
+    pattern = groups_pattern(groups)
+    own = frozenset(f.progress_group for f in config.flows)
+    report = FlowFailover(flow.name, "checkpoints", dry_run=True)
+    listed = _checkpointed(config, flow)
+    if not from_checkpoints:
+        try:
+            listed += GroupAdmin(config.clusters[flow.source], timeout=timeout).groups()
+            report.source = "cluster"
+        except KafkaUnavailableError as exc:
+            report.notices.append(f"{exc}; every group moves from its checkpoints in {flow.target}")
+    report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
+    with FlowRunsStores(config) as runs:
+        for group in select_groups(listed, group_filter(flow), pattern, own):
+            try:
+                plan = plan_failover(
+                    config,
+                    group,
+                    flow.source,
+                    flow.target,
+                    timeout=timeout,
+                    from_checkpoints=report.source == "checkpoints",
+                    control=control,
+                    runs=runs,
+                )
+            except NoPositionError as exc:
+                report.groups.append(no_position(group, exc))
+                continue
+            except KafkaUnavailableError as exc:
+                if exc.cluster == flow.target:
+                    raise  # no group can move: say it once
+                report.groups.append(failed(group, exc))
+                continue
+            except FerryError as exc:
+                report.groups.append(failed(group, exc))
+                continue
+            report.plans[group] = plan
+            report.groups.append(decide(plan))
+    return report
+
+
+def apply_flow_failover(
+    config: FerryConfig, report: FlowFailover, *, timeout: float = 10.0
+) -> FlowFailover:
+    """Commit, for each group to move, the partitions behind their translated offset (through
+    `apply_failover`, as `ferry failover --group` does); the others are not touched."""
+    report.dry_run = False
+    for i, outcome in enumerate(report.groups):
+        if outcome.status != TO_MOVE:
+            continue
+        plan = report.plans[outcome.group]
+        moving = [m.position for m in outcome.moves if m.action == "move"]
+        try:
+            apply_failover(config, replace(plan, positions=moving), timeout=timeout)
+        except FerryError as exc:
+            report.groups[i] = replace(
+                outcome, status=FAILED, detail=failed(plan.group, exc).detail
+            )
+            continue
+        plan.committed = True
+        detail = f"{len(moving)} partition(s) committed on {plan.to_alias}"
+        report.groups[i] = replace(outcome, status=MOVED, detail=detail)
+    return report
+
+
+def flow_of(config: FerryConfig, name: str) -> FlowConfig:
+    """The flow `--flow` names, or a ConfigError saying what the config has."""
+    source, target = parse_flow(name)
+    for alias in (source, target):
+        if alias not in config.clusters:
+            raise ConfigError(
+                f"--flow {name}: no cluster {alias}; the config has {', '.join(config.clusters)}",
+                file=str(config.path) if config.path else None,
+            )
+    try:
+        return config.flow(source, target)
+    except KeyError:
+        raise ConfigError(f"--flow {name}: the config has no flow {source}->{target}") from None
+
+
+def groups_pattern(groups: str | None) -> re.Pattern[str] | None:
+    if groups is None:
+        return None
+    try:
+        return re.compile(groups)
+    except re.error as exc:
+        raise ConfigError(f"--groups {groups}: not a regular expression ({exc})") from None
+
+
+def _checkpointed(config: FerryConfig, flow: FlowConfig) -> list[str]:
+    """Groups with checkpoints of the flow in its target (Kafka 4 does not list a group whose
+    offsets were only ever set through the admin API)."""
+    policy = policy_for(flow.policy, flow.source)
+    store = CheckpointStore(config.clusters[flow.target], policy.checkpoints_topic(flow.source))
+    try:
+        return store.refresh().groups()
+    finally:
+        store.close()
+
+
+def _recovery(
+    config: FerryConfig,
+    flow: FlowConfig,
+    source_answers: bool,
+    control: FlowControl | None,
+    timeout: float,
+) -> RecoveryPoint:
+    """The flow's recovery point; one that cannot be read says why and moves nothing less."""
+    try:
+        if source_answers:
+            return recovery_point.measured(config, flow, control=control, timeout=timeout)
+        return recovery_point.proven(config, flow, timeout=timeout)
+    except (FerryError, TimeoutError) as exc:
+        now = int(time.time() * 1000)
+        return RecoveryPoint("unknown", flow.source, flow.target, now, error=str(exc))

@@ -1,0 +1,323 @@
+"""A flow's recovery point at failover: how much of the source's recent history the target lacks.
+
+Source answering (`measured`): per topic, the age of the oldest record on the source that is
+not on the target yet, read on the source at the flow's position (the next source offset its
+progress group on the target holds, else the end of its offset runs); 0 when every partition
+is caught up. Exact, as of the moment it is read.
+
+Source lost (`proven`): only the target can be read, and it cannot tell a partition that
+lagged from one where nothing was written. What it proves, per partition, is the timestamp of
+the last copy it holds: every record of that partition up to it is on the target. The oldest
+of those over a topic (then over the flow) is `copied_until`: records written to the source
+after it may be on the source only; before it, by record timestamps (which grow within a
+partition unless producers set them), nothing is missing. An idle partition makes that point
+older than the truth, never newer. The newest heartbeat of the source on the target is given
+beside it: the flow was copying at that moment, which says nothing of a partition that lagged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterable
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.flows.control import FlowControl
+from ferry.graph.selection import TopicSelector
+from ferry.kafka import clients
+from ferry.kafka.errors import kafka_errors
+from ferry.kafka.log import quiet
+from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
+from ferry.kafka.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.topic_reader import TopicTail
+from ferry.offsets.groups import GroupAdmin
+from ferry.offsets.stores import RunsStore
+from ferry.offsets.timestamp_clients import Deadline, read_records, reader, watermarks
+from ferry.policy import ReplicationPolicy, policy_for
+
+__all__ = ["RecoveryPoint", "TopicPoint", "measured", "proven"]
+
+TP = tuple[str, int]
+TAIL = 50  # records read back from a remote partition's end to find its last copy
+
+
+@dataclass(frozen=True)
+class TopicPoint:
+    topic: str  # on the source
+    age_seconds: float | None  # see RecoveryPoint.kind; None: nothing known
+    offsets_behind: int | None = None  # measured only: source end minus the flow's position
+    copied_until_ms: int | None = None  # proven only: the oldest partition's last copy
+    uncopied: int = 0  # proven only: partitions with no copy (left out of copied_until)
+
+
+@dataclass(frozen=True)
+class RecoveryPoint:
+    """`kind` "measured": `age_seconds` is the age of the oldest record not on the target yet
+    (0: caught up). "proven": the age of `copied_until`, after which records written to the
+    source may be on the source only. "unknown": `error` says why."""
+
+    kind: str
+    source: str
+    target: str
+    at_ms: int
+    topics: list[TopicPoint] = field(default_factory=list)
+    copied_until_ms: int | None = None
+    newest_heartbeat_ms: int | None = None
+    error: str | None = None
+
+    @property
+    def age_seconds(self) -> float | None:
+        ages = [t.age_seconds for t in self.topics if t.age_seconds is not None]
+        return max(ages) if ages else (0.0 if self.kind == "measured" else None)
+
+    def statement(self) -> str:
+        if self.kind == "measured":
+            behind = [t for t in self.topics if t.age_seconds]
+            if not behind:
+                return f"every record on {self.source} is on {self.target} (caught up)"
+            return (
+                f"the oldest record on {self.source} not yet on {self.target} is "
+                f"{self.age_seconds:.1f} s old"
+            )
+        if self.kind == "proven" and self.copied_until_ms is not None:
+            uncopied = sum(t.uncopied for t in self.topics)
+            return (
+                f"records written to {self.source} after {_iso(self.copied_until_ms)} "
+                f"({_age(self.at_ms, self.copied_until_ms):.1f} s ago) may be on "
+                f"{self.source} only; {self.target} holds every record of each partition up "
+                "to its last copy"
+                + (
+                    f" ({uncopied} partition(s) with no copy on {self.target} are not counted: "
+                    "an empty partition and one never copied look the same from there)"
+                    if uncopied
+                    else ""
+                )
+            )
+        if self.kind == "proven":
+            return f"{self.target} holds no copy of any record of {self.source}"
+        return f"recovery point unknown: {self.error}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "at": _iso(self.at_ms),
+            "age_seconds": self.age_seconds,
+            "statement": self.statement(),
+            "copied_until": _iso(self.copied_until_ms) if self.copied_until_ms else None,
+            "newest_heartbeat": (
+                _iso(self.newest_heartbeat_ms) if self.newest_heartbeat_ms else None
+            ),
+            "newest_heartbeat_age_seconds": (
+                _age(self.at_ms, self.newest_heartbeat_ms) if self.newest_heartbeat_ms else None
+            ),
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "age_seconds": t.age_seconds,
+                    "offsets_behind": t.offsets_behind,
+                    "copied_until": _iso(t.copied_until_ms) if t.copied_until_ms else None,
+                    "partitions_without_copies": t.uncopied,
+                }
+                for t in self.topics
+            ],
+            "error": self.error,
+        }
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _age(now_ms: int, then_ms: int) -> float:
+    return round(max(0, now_ms - then_ms) / 1000, 3)
+
+
+def measured(
+    config: FerryConfig,
+    flow: FlowConfig,
+    *,
+    control: FlowControl | None = None,
+    timeout: float = 10.0,
+) -> RecoveryPoint:
+    """Read on the source, at the flow's position on the target (the source answers)."""
+    source, target = config.clusters[flow.source], config.clusters[flow.target]
+    policy = policy_for(flow.policy, flow.source)
+    selector = TopicSelector(flow, policy, control)
+    now = int(time.time() * 1000)
+    ends = _ends(source, selector, policy, timeout)
+    positions = _positions(target, flow, policy, ends, timeout)
+    oldest: dict[TP, int] = {}
+    consumer = reader(quiet(source.consumer_config()))
+    try:
+        deadline = Deadline(
+            timeout * 3, f"cluster {flow.source}: read the oldest records not copied"
+        )
+        for (topic, partition), end in sorted(ends.items()):
+            low, _high = watermarks(consumer, topic, partition, deadline)
+            start = max(positions.get((topic, partition), low), low)
+            if start >= end:
+                continue
+            records = read_records(consumer, topic, {partition: start}, {partition: end}, deadline)
+            with closing(_generator(records)) as reading:
+                first = next(reading, None)
+            if first is not None:
+                oldest[(topic, partition)] = int(first.timestamp()[1])
+    finally:
+        consumer.close()
+    topics = []
+    for topic in sorted({t for t, _p in ends}):
+        parts = [(t, p) for t, p in ends if t == topic]
+        stamps = [oldest[tp] for tp in parts if tp in oldest]
+        behind = sum(max(0, ends[tp] - positions.get(tp, 0)) for tp in parts)
+        age = _age(now, min(stamps)) if stamps else 0.0
+        topics.append(TopicPoint(topic, age, offsets_behind=behind))
+    return RecoveryPoint("measured", flow.source, flow.target, now, topics)
+
+
+def proven(config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> RecoveryPoint:
+    """What the target proves of the source (the source does not answer)."""
+    target = config.clusters[flow.target]
+    policy = policy_for(flow.policy, flow.source)
+    now = int(time.time() * 1000)
+    progress = GroupAdmin(target, timeout=timeout).committed(flow.progress_group)
+    last: dict[TP, int | None] = {}
+    consumer = reader(quiet(target.consumer_config()))
+    try:
+        deadline = Deadline(timeout * 3, f"cluster {flow.target}: read the last copies")
+        for remote_topic, partition in sorted(progress):
+            if policy.is_heartbeats_topic(remote_topic):
+                continue
+            low, high = watermarks(consumer, remote_topic, partition, deadline)
+            start = max(low, high - TAIL)
+            records = read_records(
+                consumer, remote_topic, {partition: start}, {partition: high}, deadline
+            )
+            with closing(_generator(records)) as reading:
+                last[(remote_topic, partition)] = _newest_copy(reading, flow.source)
+    finally:
+        consumer.close()
+    topics = []
+    for remote_topic in sorted({t for t, _p in last}):
+        stamps = [s for (t, _p), s in last.items() if t == remote_topic]
+        known = [s for s in stamps if s is not None]
+        until = min(known) if known else None
+        age = _age(now, until) if until is not None else None
+        original = policy.upstream_topic(remote_topic) or remote_topic
+        topics.append(
+            TopicPoint(original, age, copied_until_ms=until, uncopied=len(stamps) - len(known))
+        )
+    untils = [t.copied_until_ms for t in topics if t.copied_until_ms is not None]
+    beat = _newest_heartbeat(target, policy, flow.source, timeout)
+    until_all = min(untils) if untils else None
+    return RecoveryPoint("proven", flow.source, flow.target, now, topics, until_all, beat)
+
+
+def _generator(records: Iterable[Any]) -> Generator[Any, None, None]:
+    """`read_records` is a generator: closed at once, it leaves the consumer unassigned
+    before the next partition is read (not whenever it is collected)."""
+    return cast(Generator[Any, None, None], records)
+
+
+def _newest_copy(messages: Iterable[Any], source_alias: str) -> int | None:
+    """Timestamp of the last record read that is a copy from `source_alias` (its origin
+    header names it; a record with no origin header counts: under the prefix policy a
+    remote topic holds copies only)."""
+    newest = None
+    for msg in messages:
+        headers = dict(msg.headers() or ())
+        raw = headers.get(ORIGIN_HEADER)
+        if raw is not None:
+            try:
+                if Origin.from_bytes(raw).alias != source_alias:
+                    continue
+            except ValueError:
+                pass
+        newest = int(msg.timestamp()[1])
+    return newest
+
+
+def _newest_heartbeat(
+    target: ClusterConfig, policy: ReplicationPolicy, source_alias: str, timeout: float
+) -> int | None:
+    tail = TopicTail(
+        target, policy.remote_topic(source_alias, policy.heartbeats_topic()), timeout=timeout
+    )
+    try:
+        records = tail.read_last(TAIL)
+    finally:
+        tail.close()
+    newest = None
+    for key, value in records:
+        if key is None or value is None:
+            continue
+        try:
+            beat = Heartbeat.from_bytes(key, value)
+        except MM2FormatError:
+            continue
+        if beat.source_alias == source_alias and (newest is None or beat.timestamp > newest):
+            newest = beat.timestamp
+    return newest
+
+
+def _ends(
+    cluster: ClusterConfig, selector: TopicSelector, policy: ReplicationPolicy, timeout: float
+) -> dict[TP, int]:
+    """The last stable offset of each partition the flow selects, heartbeats aside."""
+    admin = clients.admin_client(cluster.admin_config())
+    with kafka_errors(cluster, "list topics"):
+        topics = admin.list_topics(timeout=timeout).topics
+    request = {
+        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        for name, md in topics.items()
+        if md.error is None and selector.accepts(name) and not policy.is_heartbeats_topic(name)
+        for p in md.partitions
+    }
+    if not request:
+        return {}
+    futures = admin.list_offsets(
+        request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+    )
+    ends: dict[TP, int] = {}
+    for tp, future in futures.items():
+        with kafka_errors(cluster, f"read the end of {tp.topic} partition {tp.partition}"):
+            ends[(tp.topic, tp.partition)] = int(future.result().offset)
+    return ends
+
+
+def _positions(
+    target: ClusterConfig,
+    flow: FlowConfig,
+    policy: ReplicationPolicy,
+    partitions: Iterable[TP],
+    timeout: float,
+) -> dict[TP, int]:
+    """The flow's position of each source partition: its progress group on the target, else
+    the end of its offset runs; absent: nothing copied."""
+    progress = GroupAdmin(target, timeout=timeout).committed(flow.progress_group)
+    positions: dict[TP, int] = {}
+    missing = []
+    for topic, partition in partitions:
+        remote = (policy.remote_topic(flow.source, topic), partition)
+        if remote in progress:
+            positions[(topic, partition)] = progress[remote]
+        else:
+            missing.append((topic, partition))
+    if missing:
+        runs = RunsStore(
+            target, policy.offset_runs_topic(flow.source), flow.source, timeout=timeout
+        )
+        try:
+            runs.refresh()
+            for topic, partition in missing:
+                end = runs.index(topic, partition).replicated_end()
+                if end is not None:
+                    positions[(topic, partition)] = end
+        finally:
+            runs.close()
+    return positions
