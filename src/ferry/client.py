@@ -16,6 +16,10 @@ For applications and runbooks; imports no PySpark. The role of MirrorMaker 2's
     # translate them along the flows of ferry's config, one answer per position, in order.
     answers = translate_stored_offsets("ferry.yaml", "A", "B", [("orders", 3, 1234)])
 
+    # A Spark Structured Streaming query reading Kafka: its checkpoint rewritten for B.
+    moved = fail_over_spark_checkpoint("ferry.yaml", "/chk/orders", "A", "B")
+    stream.option("subscribe", moved.subscribe)
+
 `upstream_clusters(cluster)` and `replication_hops(cluster, "A")` read the topology from the
 replicated heartbeats topics (`A.heartbeats`, `B.A.heartbeats`, ...).
 
@@ -33,14 +37,26 @@ from ferry.flows.control import FlowControl
 from ferry.graph import hops
 from ferry.kafka.errors import kafka_errors
 from ferry.offsets.groups import GroupAdmin
+from ferry.offsets.spark_checkpoint import CheckpointRefused, CheckpointRewrite
+from ferry.offsets.spark_checkpoint_io import (
+    CheckpointStorage,
+    LocalStorage,
+    is_local,
+)
+from ferry.offsets.spark_checkpoint_io import (
+    fail_over_spark_checkpoint as _fail_over_checkpoint,
+)
 from ferry.offsets.stored import StoredOffset, Translated, Untranslatable, translate_stored
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
 
 __all__ = [
+    "CheckpointRefused",
+    "CheckpointRewrite",
     "StoredOffset",
     "Translated",
     "Untranslatable",
+    "fail_over_spark_checkpoint",
     "remote_consumer_offsets",
     "replication_hops",
     "translate_offsets",
@@ -166,6 +182,62 @@ def translate_stored_offsets(
         config = load_config(config)
     given = [StoredOffset(*p) if isinstance(p, tuple) else p for p in positions]
     return translate_stored(config, from_alias, to_alias, given, control=control, timeout=timeout)
+
+
+def fail_over_spark_checkpoint(
+    config: FerryConfig | str | Path,
+    checkpoint: str | Path | CheckpointStorage,
+    from_alias: str,
+    to_alias: str,
+    *,
+    sink_log: str | Path | CheckpointStorage | None = None,
+    dry_run: bool = False,
+    control: FlowControl | None = None,
+    timeout: float = 10.0,
+) -> CheckpointRewrite:
+    """Move a Spark Structured Streaming query that reads Kafka from `from_alias` to
+    `to_alias` by rewriting its checkpoint; restart it there subscribed to `.subscribe`.
+
+    The last committed batch's offsets (`offsets/<N>`) are translated exactly through ferry's
+    offset runs, the topics renamed by the flow's replication policy; a batch planned but not
+    committed is translated when every end offset has a copy, otherwise removed (its sink
+    holds no entry for it, so Spark plans it again) or clamped to the end of the copies (the
+    sink holds it and skips its re-run): `sink_log` is that sink's batch log
+    (`<output>/_spark_metadata`), needed only then. The originals go to `.backup` inside
+    the checkpoint. `dry_run`: change nothing, say what would change.
+
+    `checkpoint` and `sink_log`: local paths (or file: URIs), or a `CheckpointStorage`; for
+    another filesystem pass `ferry.engine.spark.checkpoint_files.HadoopStorage(spark, uri)`.
+    Raises `CheckpointRefused` (naming the file, nothing changed) when the query cannot
+    resume exactly, `KafkaUnavailableError` when the target's runs cannot be read.
+    """
+    if not isinstance(config, FerryConfig):
+        from ferry.config import load_config
+
+        config = load_config(config)
+    storage = _storage(checkpoint)
+    sink = _storage(sink_log) if sink_log is not None else None
+    return _fail_over_checkpoint(
+        config,
+        storage,
+        from_alias,
+        to_alias,
+        sink=sink,
+        dry_run=dry_run,
+        control=control,
+        timeout=timeout,
+    )
+
+
+def _storage(location: str | Path | CheckpointStorage) -> CheckpointStorage:
+    if not isinstance(location, str | Path):
+        return location
+    if not is_local(location):
+        raise ValueError(
+            f"{location}: not a local path; pass "
+            "ferry.engine.spark.checkpoint_files.HadoopStorage(spark, location) instead"
+        )
+    return LocalStorage(location)
 
 
 def _topic_names(cluster: Cluster, timeout: float) -> list[str]:
