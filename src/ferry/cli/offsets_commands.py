@@ -303,7 +303,8 @@ def _print_recovery(point: Any) -> None:
     out.print(Text(f"recovery point: {point.statement()}"))
     for t in point.topics:
         if point.kind == "measured":
-            line = f"  {t.topic}: {t.age_seconds:.1f} s ({t.offsets_behind} offset(s) behind)"
+            age = "unknown" if t.age_seconds is None else f"{t.age_seconds:.1f} s"
+            line = f"  {t.topic}: {age} ({t.offsets_behind} offset(s) behind)"
         elif t.age_seconds is None:
             line = f"  {t.topic}: no copy on {point.target}"
         else:

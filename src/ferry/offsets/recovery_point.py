@@ -3,7 +3,8 @@
 Source answering (`measured`): per topic, the age of the oldest record on the source that is
 not on the target yet, read on the source at the flow's position (the next source offset its
 progress group on the target holds, else the end of its offset runs); 0 when every partition
-is caught up. Exact, as of the moment it is read.
+is caught up; unknown (never 0) for a topic whose first record not copied could not be read
+in time. `ferry.flows.rpo`'s rule, as `ferry status` and `ferry monitor` apply it.
 
 Source lost (`proven`): only the target can be read, and it cannot tell a partition that
 lagged from one where nothing was written. What it proves, per partition, is the timestamp of
@@ -24,17 +25,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.flows.control import FlowControl
+from ferry.flows.rpo import flow_rpo
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
@@ -73,11 +73,20 @@ class RecoveryPoint:
 
     @property
     def age_seconds(self) -> float | None:
+        """The worst topic's; measured, None if any is unknown (it could be the worst)."""
+        if self.kind == "measured":
+            return flow_rpo(t.age_seconds for t in self.topics)
         ages = [t.age_seconds for t in self.topics if t.age_seconds is not None]
-        return max(ages) if ages else (0.0 if self.kind == "measured" else None)
+        return max(ages) if ages else None
 
     def statement(self) -> str:
         if self.kind == "measured":
+            unknown = [t.topic for t in self.topics if t.age_seconds is None]
+            if unknown:
+                return (
+                    f"the oldest record on {self.source} not yet on {self.target} could not "
+                    f"be read in time in {', '.join(unknown)}: unknown there"
+                )
             behind = [t for t in self.topics if t.age_seconds]
             if not behind:
                 return f"every record on {self.source} is on {self.target} (caught up)"
@@ -145,39 +154,23 @@ def measured(
     control: FlowControl | None = None,
     timeout: float = 10.0,
 ) -> RecoveryPoint:
-    """Read on the source, at the flow's position on the target (the source answers)."""
+    """Read on the source, at the flow's position on the target (the source answers), by the
+    rule `ferry status` and `ferry monitor` use (`ferry.flows.rpo`)."""
     source, target = config.clusters[flow.source], config.clusters[flow.target]
     policy = policy_for(flow.policy, flow.source)
     selector = TopicSelector(flow, policy, control)
-    now = int(time.time() * 1000)
-    ends = _ends(source, selector, policy, timeout)
+    now = time.time()
+    partitions = _partitions(source, selector, policy, timeout)
+    ends = last_stable_offsets(source, partitions, timeout=timeout)
     positions = _positions(target, flow, policy, ends, timeout)
-    oldest: dict[TP, int] = {}
-    consumer = reader(quiet(source.consumer_config()))
-    try:
-        deadline = Deadline(
-            timeout * 3, f"cluster {flow.source}: read the oldest records not copied"
-        )
-        for (topic, partition), end in sorted(ends.items()):
-            low, _high = watermarks(consumer, topic, partition, deadline)
-            start = max(positions.get((topic, partition), low), low)
-            if start >= end:
-                continue
-            records = read_records(consumer, topic, {partition: start}, {partition: end}, deadline)
-            with closing(_generator(records)) as reading:
-                first = next(reading, None)
-            if first is not None:
-                oldest[(topic, partition)] = int(first.timestamp()[1])
-    finally:
-        consumer.close()
+    rpos = read_rpos(source, positions, ends, timeout=timeout, clock=lambda: now)
     topics = []
-    for topic in sorted({t for t, _p in ends}):
-        parts = [(t, p) for t, p in ends if t == topic]
-        stamps = [oldest[tp] for tp in parts if tp in oldest]
-        behind = sum(max(0, ends[tp] - positions.get(tp, 0)) for tp in parts)
-        age = _age(now, min(stamps)) if stamps else 0.0
+    for topic in sorted({t for t, _p in partitions}):
+        parts = [tp for tp in partitions if tp[0] == topic]
+        age = flow_rpo(rpos.get(tp) for tp in parts)
+        behind = sum(max(0, ends.get(tp, 0) - positions.get(tp, 0)) for tp in parts)
         topics.append(TopicPoint(topic, age, offsets_behind=behind))
-    return RecoveryPoint("measured", flow.source, flow.target, now, topics)
+    return RecoveryPoint("measured", flow.source, flow.target, int(now * 1000), topics)
 
 
 def proven(config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> RecoveryPoint:
@@ -265,29 +258,19 @@ def _newest_heartbeat(
     return newest
 
 
-def _ends(
+def _partitions(
     cluster: ClusterConfig, selector: TopicSelector, policy: ReplicationPolicy, timeout: float
-) -> dict[TP, int]:
-    """The last stable offset of each partition the flow selects, heartbeats aside."""
+) -> list[TP]:
+    """Every partition the flow selects on the source, heartbeats aside."""
     admin = clients.admin_client(cluster.admin_config())
     with kafka_errors(cluster, "list topics"):
         topics = admin.list_topics(timeout=timeout).topics
-    request = {
-        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    return sorted(
+        (name, p)
         for name, md in topics.items()
         if md.error is None and selector.accepts(name) and not policy.is_heartbeats_topic(name)
         for p in md.partitions
-    }
-    if not request:
-        return {}
-    futures = admin.list_offsets(
-        request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
     )
-    ends: dict[TP, int] = {}
-    for tp, future in futures.items():
-        with kafka_errors(cluster, f"read the end of {tp.topic} partition {tp.partition}"):
-            ends[(tp.topic, tp.partition)] = int(future.result().offset)
-    return ends
 
 
 def _positions(
