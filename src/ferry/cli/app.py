@@ -19,6 +19,7 @@ from ferry.cli.config_commands import topology, validate
 from ferry.cli.local_commands import demo, local_app
 from ferry.cli.offsets_commands import failover, translate
 from ferry.cli.ops_commands import doctor, monitor, status
+from ferry.cli.reconcile_command import reconcile
 from ferry.cli.run_command import run
 from ferry.errors import FerryError
 from ferry.terminal.console import err, styled
@@ -42,6 +43,7 @@ for _command in (
     topology,
     translate,
     failover,
+    reconcile,
     status,
     audit,
     doctor,
