@@ -21,6 +21,7 @@ from ferry.cli.offsets_commands import failover, translate
 from ferry.cli.ops_commands import doctor, monitor, status
 from ferry.cli.reconcile_command import reconcile
 from ferry.cli.run_command import run
+from ferry.cli.switchover_command import switchover
 from ferry.errors import FerryError
 from ferry.terminal.console import err, styled
 
@@ -44,6 +45,7 @@ for _command in (
     translate,
     failover,
     reconcile,
+    switchover,
     status,
     audit,
     doctor,

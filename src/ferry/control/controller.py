@@ -8,6 +8,11 @@ marker is left so the running lease ends after its current slice and the next on
 with the change: a change acts within a few seconds, not at the end of a 10-minute lease. A
 change that changes nothing (pausing a paused flow) records nothing and says nothing; every
 other one is said once.
+
+Other processes change flows too (`ferry switchover` writes the control topics directly):
+`follow()`, called every few seconds while `ferry run` runs, reads what was written since and
+acts on it the same way, and says which flows now run when a record turned one on or off (the
+runner then starts or stops their queries; see engine/runner.py `reconfigure`).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import threading
 from collections.abc import Callable, Mapping
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.control.log import ControlLog, control_logs, read_logs
+from ferry.control.log import ControlLog, control_logs, read_logs, switchable_flows
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
-from ferry.flows.control import FlowControl
+from ferry.flows.control import FlowControl, effective_config
 from ferry.graph.guard import new_errors
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
@@ -50,16 +55,21 @@ class Controller:
         notice: Callable[[str], None],
         *,
         logs: Mapping[str, ControlLog] | None = None,
+        standby: Mapping[str, ControlLog] | None = None,
         topics: ClusterTopics = cluster_topics,
     ) -> None:
+        """`standby`: the control logs of flows the file disables that a record may turn on
+        (the reverse of each enabled flow)."""
         self.config = config
         self.logs = dict(logs or {})
+        self.standby = dict(standby or {})
         self._notice = notice
         self._topics = topics
         self._lock = threading.Lock()
-        self.flows = {f.name: f for f in config.enabled_flows}
+        self.flows = {f.name: f for f in config.enabled_flows}  # the running flows
         root = config.state_dir.resolve()
-        self.states = {f.name: FlowState(flow_state_dir(root, f)) for f in config.enabled_flows}
+        # Every flow a control record may turn on, with the state its planner reads.
+        self.states = {f.name: FlowState(flow_state_dir(root, f)) for f in switchable_flows(config)}
 
     @classmethod
     def of(
@@ -68,7 +78,14 @@ class Controller:
         """Each enabled flow with its control topic: on `api.control.cluster` when set,
         else on the flow's target cluster. `timeout`: how long a read or write of a control
         topic waits for its cluster."""
-        return cls(config, notice, logs=control_logs(config, timeout=timeout))
+        every = control_logs(config, switchable_flows(config), timeout=timeout)
+        running = {f.name for f in config.enabled_flows}
+        logs = {name: log for name, log in every.items() if name in running}
+        standby = {name: log for name, log in every.items() if name not in running}
+        return cls(config, notice, logs=logs, standby=standby)
+
+    def _log(self, name: str) -> ControlLog | None:
+        return self.logs.get(name) or self.standby.get(name)
 
     # --- start ----------------------------------------------------------------------------
 
@@ -80,7 +97,9 @@ class Controller:
         saved = self._read_logs()
         restored: dict[str, FlowControl] = {}
         for name, state in self.states.items():
-            log = self.logs.get(name)
+            log = self._log(name)
+            if log is None and name not in self.flows:
+                continue  # a flow the file disables, with no control topic to turn it on
             recorded = saved[id(log)] if log is not None else {}
             if recorded is None:
                 restored[name] = state.control()
@@ -90,12 +109,51 @@ class Controller:
             restored[name] = control
             if not control.empty and log is not None:
                 self._notice(f"flow {name}: {describe(control)}, as recorded in {log.where}")
+        self.flows = {f.name: f for f in self.effective().enabled_flows}
         return restored
+
+    def effective(self) -> FerryConfig:
+        """The config with each flow enabled as its control record says: what `ferry run`
+        runs."""
+        controls = {name: state.control() for name, state in self.states.items()}
+        return effective_config(self.config, controls)
+
+    def follow(self) -> FerryConfig | None:
+        """Acts on what other processes recorded in the control topics since the last look
+        (each change said once); the effective config when a flow was turned on or off,
+        else None. A control topic that cannot be read now is looked at again next time."""
+        logs = {id(log): log for log in [*self.logs.values(), *self.standby.values()]}
+        found: dict[int, dict[str, FlowControl]] = {}
+        for key, log in logs.items():
+            try:
+                found[key] = log.follow()
+            except FerryError:
+                continue
+        with self._lock:
+            before = set(self.flows)
+            for name, state in self.states.items():
+                kept = self._log(name)
+                if kept is None or id(kept) not in found:
+                    continue
+                recorded = found[id(kept)].get(name, FlowControl())
+                if recorded == state.control():
+                    continue
+                state.write_control(recorded)
+                if name in self.flows:
+                    state.directory.mkdir(parents=True, exist_ok=True)
+                    state.replan_marker.touch()
+                self._notice(f"flow {name}: {describe(recorded)}, as recorded in {kept.where}")
+            effective = self.effective()
+            after = {f.name for f in effective.enabled_flows}
+            if after == before:
+                return None
+            self.flows = {f.name: f for f in effective.enabled_flows}
+            return effective
 
     def _read_logs(self) -> dict[int, dict[str, FlowControl] | None]:
         """Each distinct control log's records (by the log's id); None where unreadable."""
         saved: dict[int, dict[str, FlowControl] | None] = {}
-        logs = {id(log): log for log in self.logs.values()}
+        logs = {id(log): log for log in [*self.logs.values(), *self.standby.values()]}
         for key, found in read_logs(logs.values()).items():
             if isinstance(found, FerryError):
                 saved[key] = None
@@ -153,7 +211,7 @@ class Controller:
             except FerryError:
                 continue
         controls = {name: state.control() for name, state in self.states.items()}
-        added = new_errors(self.config, topics, controls, flow.name, changed)
+        added = new_errors(self.effective(), topics, controls, flow.name, changed)
         if added:
             raise RejectedChangeError(f"{added[0].message} (nothing was changed)")
 
@@ -189,7 +247,7 @@ class Controller:
             new = change(old)
             if new == old:
                 return old
-            log = self.logs.get(flow.name)
+            log = self._log(flow.name)
             if log is not None:
                 log.write(flow.name, new)  # first: a change answered 200 survives a crash
             state.write_control(new)
@@ -199,13 +257,16 @@ class Controller:
             return new
 
     def close(self) -> None:
-        for log in {id(log): log for log in self.logs.values()}.values():
+        every = [*self.logs.values(), *self.standby.values()]
+        for log in {id(log): log for log in every}.values():
             log.close()
 
 
 def describe(control: FlowControl) -> str:
     """One line for a person: what the override changes."""
     parts = []
+    if control.enabled is not None:
+        parts.append("runs" if control.enabled else "stopped")
     if control.paused:
         parts.append("paused")
     if control.added:

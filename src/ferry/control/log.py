@@ -12,6 +12,11 @@ internal topics on each target, so flows into B keep their changes on B. `ferry 
 to its end at start and writes a record (acks=all, flushed) before it acts on a change: a
 change the API answered 200 for survives a crash and a restart, and a change that cannot be
 written is refused. The default name ends in `.internal`, so no flow ever copies it.
+
+A flow the file disables may be turned on by its record (`enabled`): the reverse of every
+enabled flow has a place too (`switchable_flows`), so `ferry run` reads B->A's record beside
+A->B's. The same topic keeps each switchover's steps (key `switchover:A->B`, see
+control/switchover.py), which the flows' readers leave aside.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_reader import TopicTail
 
 __all__ = [
+    "SWITCHOVER_KEY",
     "ControlLog",
     "RecordedControls",
     "control_logs",
@@ -39,7 +45,10 @@ __all__ = [
     "read_logs",
     "recorded_control",
     "recorded_controls",
+    "switchable_flows",
 ]
+
+SWITCHOVER_KEY = "switchover:"  # + the flow's name: that switchover's steps
 
 
 class ControlLog:
@@ -48,6 +57,8 @@ class ControlLog:
         self.topic = topic
         self._timeout = timeout
         self._producer: Any = None
+        self._tail: TopicTail | None = None  # follow(): where the last look stopped
+        self._followed: dict[str, FlowControl] = {}
 
     @property
     def where(self) -> str:
@@ -58,14 +69,26 @@ class ControlLog:
         """Every flow's last record; {} when the topic does not exist yet."""
         tail = TopicTail(self.cluster, self.topic, timeout=self._timeout)
         try:
-            records = tail.read_new()
+            return self._parse(tail.read_new())
         finally:
             tail.close()
+
+    def follow(self) -> dict[str, FlowControl]:
+        """Every flow's last record, reading only what was written since the last call (a
+        running `ferry run` looks every few seconds for changes made by other processes)."""
+        if self._tail is None:
+            self._tail = TopicTail(self.cluster, self.topic, timeout=self._timeout)
+        self._followed = {**self._followed, **self._parse(self._tail.read_new())}
+        return dict(self._followed)
+
+    def _parse(self, records: list[tuple[bytes | None, bytes | None]]) -> dict[str, FlowControl]:
         state: dict[str, FlowControl] = {}
         for key, value in records:
             if key is None:
                 continue
             name = key.decode("utf-8", "replace")
+            if name.startswith(SWITCHOVER_KEY):
+                continue
             try:
                 state[name] = FlowControl.from_bytes(value)
             except ValueError as exc:
@@ -77,9 +100,25 @@ class ControlLog:
                 ) from None
         return state
 
+    def read_switchover(self, flow: str) -> bytes | None:
+        """The last record of flow `flow`'s switchover; None when there is none."""
+        wanted = (SWITCHOVER_KEY + flow).encode()
+        tail = TopicTail(self.cluster, self.topic, timeout=self._timeout)
+        try:
+            found = [value for key, value in tail.read_new() if key == wanted]
+        finally:
+            tail.close()
+        return found[-1] if found else None
+
+    def write_switchover(self, flow: str, value: bytes) -> None:
+        self._produce(SWITCHOVER_KEY + flow, value)
+
     def write(self, flow: str, control: FlowControl) -> None:
         """Record `control` as flow `flow`'s state, once the cluster acknowledged it; raises
         a `FerryError` naming the cluster and the topic otherwise."""
+        self._produce(flow, control.to_bytes())
+
+    def _produce(self, key: str, value: bytes) -> None:
         self.ensure_topic()
         if self._producer is None:
             self._producer = clients.producer(self.cluster.producer_config())
@@ -90,9 +129,7 @@ class ControlLog:
                 failures.append(err)
 
         with kafka_errors(self.cluster, f"record the change in the control topic {self.topic}"):
-            self._producer.produce(
-                self.topic, key=flow.encode(), value=control.to_bytes(), on_delivery=delivered
-            )
+            self._producer.produce(self.topic, key=key.encode(), value=value, on_delivery=delivered)
             left = self._producer.flush(self._timeout)
         if left or failures:
             reason = failures[0].str() if failures else f"not acknowledged in {self._timeout}s"
@@ -123,12 +160,26 @@ class ControlLog:
         if self._producer is not None:
             self._producer.flush(self._timeout)
             self._producer = None
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
 
 
 def control_place(config: FerryConfig, flow: FlowConfig) -> tuple[str, str]:
     """(cluster alias, topic) where flow `flow`'s API changes are kept: `api.control.cluster`
     when set, else the flow's target cluster."""
     return config.api.control_cluster or flow.target, config.api.control_topic
+
+
+def switchable_flows(config: FerryConfig) -> tuple[FlowConfig, ...]:
+    """The flows whose control records `ferry run` reads: every enabled flow and the reverse
+    of each (a switchover turns that on), in the config's order."""
+    enabled = {flow.name for flow in config.enabled_flows}
+    return tuple(
+        flow
+        for flow in config.flows
+        if flow.name in enabled or f"{flow.target}->{flow.source}" in enabled
+    )
 
 
 def control_logs(

@@ -8,6 +8,10 @@ plane. Each is registered in one `ExitStack` as it starts, so a run that stops o
 closes whatever started, in reverse order. Each flow's query is a `FlowQuery`; what happens
 when it stops (retried, kept as failed for the API, or the run's error) is its
 `FlowSupervisor`'s call (engine/flow_supervisor.py).
+
+The flows that run may change while it runs (`reconfigure`: a control record turned one on or
+off, as `ferry switchover` does): the running flows stop after their current slice, as at a
+stop, and the new set starts on the same Spark session, each from its position on the target.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_signals import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.preflight import Retrier, check_copier, prepare
+from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
 from ferry.engine.spark.cores import available_cores
 from ferry.engine.spark.session import spark_master, start_spark
 from ferry.errors import FerryError
@@ -77,6 +82,8 @@ class Runner:
         self._on_progress = on_progress or (lambda _p: None)
         self._notice = on_notice or (lambda _m: None)
         self._stopping = False
+        self._next: FerryConfig | None = None  # reconfigure(): the flows to run next
+        self._session: Any = None  # the Spark session, kept across reconfigurations
         self._metrics_port = metrics_port
         self._keep_failed = keep_failed and not once  # a --once run must end
         self.metrics_url: str | None = None  # set once the metrics endpoint is serving
@@ -98,10 +105,31 @@ class Runner:
         """Stop after the current batch of every flow, as the first Ctrl-C does."""
         self._stopping = True
 
+    def reconfigure(self, config: FerryConfig) -> None:
+        """Run `config`'s enabled flows from now on (from another thread): the running ones
+        stop after their current slice and the new set starts. A `--once` run, or a config
+        that enables no flow, changes nothing."""
+        if not self.once and config.enabled_flows:
+            self._next = config
+
     def run(self) -> list[FlowProgress]:
         """Copy until done (`--once`) or stopped; SIGINT/SIGTERM stop after the current batch."""
-        with stop_on_signals(self._stop_on_signal):
-            progress = self._run()
+        with stop_on_signals(self._stop_on_signal), ExitStack() as session:
+            while True:
+                progress = self._run(session)
+                if self._next is None or self._stopping:
+                    break
+                self.config, self._next = self._next, None
+                self._retrying = Retrier(
+                    self.config,
+                    once=self.once,
+                    reach=self._reach,
+                    notice=self._notice,
+                    stopping=lambda: self._stopping,
+                )
+                self._flows = []
+                names = ", ".join(f.name for f in self.config.enabled_flows)
+                self._notice(f"running flows {names} from now on, as the control state says")
         for f in self._flows:
             f.supervisor.raise_failure()  # kept for the API while running; still the exit
         return progress
@@ -120,7 +148,7 @@ class Runner:
         self._stopping = True
         self._notice("stopping after the current batch (Ctrl-C again to stop now)")
 
-    def _run(self) -> list[FlowProgress]:
+    def _run(self, session: ExitStack) -> list[FlowProgress]:
         flows = self._flows
         with ExitStack() as stack:
             # Clusters first: an unreachable or misconfigured one is reported before Spark
@@ -138,7 +166,7 @@ class Runner:
             graph.check()
             run_id = uuid.uuid4().hex
             early = self._head_start(run_id, stack)
-            spark = self._start_spark(stack)
+            spark = self._session = self._session or self._start_spark(session)
             # Executors still registering count as Spark's default parallelism, until the
             # lease watch counts them.
             cores = available_cores(spark) or int(spark.sparkContext.defaultParallelism)
@@ -176,6 +204,8 @@ class Runner:
                     "ferry.lease.seconds = 0 (bounded micro-batches share the cores)"
                 )
             self._serve_metrics(flows, stack)
+            # Each flow's RPO, for the metrics and the API, every few seconds (rpo_watch.py).
+            stack.enter_context(RpoWatch(self.config, [(f.flow, f.state) for f in flows]))
             leases = [(f.flow, f.state) for f in flows if f.spec.leased]
             watch = AssignmentWatch(
                 self.config,
@@ -296,6 +326,7 @@ class Runner:
         registry.register(
             RunMetrics(lambda: [(f.flow.name, f.state, f.supervisor.errors) for f in flows])
         )
+        registry.register(RpoMetrics(lambda: [(f.flow.name, f.state) for f in flows]))
         # Healthy while the watch loop turns: a wedged driver fails its liveness probe.
         server = MetricsServer(registry, self._health, port=self._metrics_port).start()
         stack.callback(server.stop)
@@ -323,7 +354,7 @@ class Runner:
                     self._notice(line)
             if all(f.progress.done for f in flows):
                 return
-            if self._stopping:
+            if self._stopping or self._next is not None:
                 self._stop_gracefully(flows)
                 self._update_progress(flows)  # what the last batches or leases copied
                 return

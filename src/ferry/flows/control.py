@@ -1,19 +1,24 @@
-"""A flow's runtime override: topics added or removed over the API, and pause.
+"""A flow's runtime override: topics added or removed over the API, pause, and whether it runs.
 
 Pure code. The config file's `topics`/`topics.exclude` stay the starting point; the override
 only names exceptions to them, so a file change still acts on every topic the API never
 touched. The last word on a topic wins: adding it undoes an earlier removal and the other way
-round. The record owns its wire encoding (the value of a control-topic record, and the
+round. `enabled` (None: as the file says) turns a flow on or off whatever the file's
+`A->B.enabled` says: `ferry switchover` stops A->B and starts B->A that way, in the running
+`ferry run`. The record owns its wire encoding (the value of a control-topic record, and the
 `control.json` the planner reads), as MM2's Checkpoint and Heartbeat do.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["FlowControl"]
+from ferry.config.model import FerryConfig
+
+__all__ = ["FlowControl", "effective_config"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class FlowControl:
     added: frozenset[str] = field(default_factory=frozenset)
     removed: frozenset[str] = field(default_factory=frozenset)
     paused: bool = False
+    enabled: bool | None = None  # None: as the config file says
 
     def add(self, topic: str) -> FlowControl:
         return replace(self, added=self.added | {topic}, removed=self.removed - {topic})
@@ -36,6 +42,14 @@ class FlowControl:
     def resume(self) -> FlowControl:
         return replace(self, paused=False)
 
+    def enable(self, enabled: bool | None) -> FlowControl:
+        """Run the flow (True), not (False), or as the file says (None)."""
+        return replace(self, enabled=enabled)
+
+    def runs(self, by_file: bool) -> bool:
+        """Whether the flow runs, given whether the file enables it."""
+        return by_file if self.enabled is None else self.enabled
+
     def listed(self, topic: str, by_file: bool) -> bool:
         """Whether the flow's lists take `topic`, given whether the file's regexes do. The
         naming rules (internal topics, cycles, heartbeats) apply after this, unchanged."""
@@ -47,10 +61,17 @@ class FlowControl:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.paused)
+        return not (self.added or self.removed or self.paused or self.enabled is not None)
 
     def as_json(self) -> dict[str, Any]:
-        return {"added": sorted(self.added), "removed": sorted(self.removed), "paused": self.paused}
+        data: dict[str, Any] = {
+            "added": sorted(self.added),
+            "removed": sorted(self.removed),
+            "paused": self.paused,
+        }
+        if self.enabled is not None:  # records written before it existed stay byte-equal
+            data["enabled"] = self.enabled
+        return data
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.as_json(), sort_keys=True).encode()
@@ -61,10 +82,14 @@ class FlowControl:
         if not isinstance(data, dict):
             raise ValueError(f"a flow control record is a JSON object, not {data!r}")
         added, removed = data.get("added", []), data.get("removed", [])
-        paused = data.get("paused", False)
-        if not all(isinstance(t, str) for t in [*added, *removed]) or not isinstance(paused, bool):
+        paused, enabled = data.get("paused", False), data.get("enabled")
+        if (
+            not all(isinstance(t, str) for t in [*added, *removed])
+            or not isinstance(paused, bool)
+            or not isinstance(enabled, bool | None)
+        ):
             raise ValueError(f"not a flow control record: {data!r}")
-        return cls(frozenset(added), frozenset(removed), paused)
+        return cls(frozenset(added), frozenset(removed), paused, enabled)
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> FlowControl:
@@ -74,3 +99,15 @@ class FlowControl:
             return cls.from_json(json.loads(data))
         except json.JSONDecodeError as exc:
             raise ValueError(f"a flow control record is not JSON: {exc}") from None
+
+
+def effective_config(config: FerryConfig, controls: Mapping[str, FlowControl]) -> FerryConfig:
+    """`config` with each flow enabled as its control record says (the file where it says
+    nothing): the flows `ferry run` runs."""
+    flows = tuple(
+        flow.model_copy(update={"enabled": controls[flow.name].runs(flow.enabled)})
+        if flow.name in controls and controls[flow.name].enabled is not None
+        else flow
+        for flow in config.flows
+    )
+    return config if flows == config.flows else config.model_copy(update={"flows": flows})

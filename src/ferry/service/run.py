@@ -2,25 +2,35 @@
 stopped, each flow's progress out.
 
 Wired here, in this order: the controller over the control topic (what the API last changed,
-restored into each flow's state before anything copies), the runner (Spark, the flows'
+restored into each flow's state before anything copies; the flows a control record turned on
+or off run or not accordingly), the runner (Spark, the flows'
 queries, the metrics endpoint), and with an API port the control API and its web console over
 both; they are closed in reverse order however the run ends. What the run says goes to
 `on_notice` (and to the web console's event list); the API's address to `on_api`; the flows'
-progress to `on_progress`. A run that ends returns; one that fails raises its `FerryError`
+progress to `on_progress`. A continuous run looks at the control topics every
+`CONTROL_FOLLOW_SECONDS` for changes other processes recorded (`ferry switchover`) and acts
+on them without a restart. A run that ends returns; one that fails raises its `FerryError`
 (`ferry run` then exits 1 with it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig
 from ferry.engine.runner import FlowProgress, Runner
 from ferry.errors import ConfigError
 
-__all__ = ["FerryRun", "RunOptions", "run"]
+if TYPE_CHECKING:
+    from ferry.control.controller import Controller
+
+__all__ = ["CONTROL_FOLLOW_SECONDS", "FerryRun", "RunOptions", "run"]
+
+CONTROL_FOLLOW_SECONDS = 2.0  # how often a continuous run reads what others recorded
 
 Notice = Callable[[str], None]
 Progress = Callable[[list[FlowProgress]], None]
@@ -50,8 +60,11 @@ class FerryRun:
         on_notice: Notice | None = None,
         on_progress: Progress | None = None,
         on_api: Callable[[str], None] | None = None,
+        spark: Any = None,
     ) -> None:
+        """`spark`: a session to run on (tests); by default the run starts its own."""
         self.config = config
+        self._spark = spark
         self.options = options or RunOptions()
         self._on_notice = on_notice or (lambda _line: None)
         self._on_progress = on_progress
@@ -76,22 +89,37 @@ class FerryRun:
             events.add(line)
 
         options = self.options
-        runner = self._runner = Runner(
-            self.config,
-            once=options.once,
-            on_progress=self._on_progress,
-            on_notice=notice,
-            metrics_port=options.metrics_port,
-            keep_failed=options.api_port is not None,  # a failed flow stays, for the API
-        )
-        if self._stop_asked:
-            runner.request_stop()
         with ExitStack() as stack:
             # A --once run waits for a cluster no longer than it waits to copy.
             wait = min(15.0, self.config.once_max_wait_seconds) if options.once else 15.0
             controller = Controller.of(self.config, notice, timeout=wait)
             stack.callback(controller.close)
             controller.restore()  # what the API last said, before anything copies
+            effective = controller.effective()
+            if effective is not self.config:  # a control record turned a flow on or off
+                _refuse_bad_graph(effective)
+            runner = self._runner = Runner(
+                effective,
+                once=options.once,
+                spark=self._spark,
+                on_progress=self._on_progress,
+                on_notice=notice,
+                metrics_port=options.metrics_port,
+                keep_failed=options.api_port is not None,  # a failed flow stays, for the API
+            )
+            if self._stop_asked:
+                runner.request_stop()
+            if not options.once:
+                stop_following = threading.Event()
+                follower = threading.Thread(
+                    target=_follow,
+                    args=(controller, runner, stop_following),
+                    name="ferry-control-follow",
+                    daemon=True,
+                )
+                follower.start()
+                stack.callback(follower.join, 20)
+                stack.callback(stop_following.set)
             if options.api_port is not None:
                 from ferry.api.server import serve
 
@@ -122,6 +150,22 @@ def run(
     return FerryRun(
         config, options, on_notice=on_notice, on_progress=on_progress, on_api=on_api
     ).run()
+
+
+def _follow(controller: Controller, runner: Runner, stop: threading.Event) -> None:
+    """Every CONTROL_FOLLOW_SECONDS, what other processes recorded in the control topics;
+    a change of the flows that run reaches the runner once it held for two looks in a row
+    (a switchover stops one flow before it starts the other)."""
+    pending: FerryConfig | None = None
+    while not stop.wait(CONTROL_FOLLOW_SECONDS):
+        changed = controller.follow()
+        if changed is not None:
+            pending = changed
+            continue
+        if pending is not None:
+            if pending.enabled_flows:
+                runner.reconfigure(pending)
+            pending = None
 
 
 def _refuse_bad_graph(config: FerryConfig) -> None:
