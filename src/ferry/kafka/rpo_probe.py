@@ -31,6 +31,7 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 from ferry.config.model import ClusterConfig
 from ferry.flows.rpo import FirstRecord, NoRecordBefore, Probe, lagging, partition_rpos
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, submit
 from ferry.kafka.errors import kafka_errors
 
 __all__ = ["DEFAULT_TIMEOUT", "first_records", "last_stable_offsets", "read_rpos"]
@@ -105,13 +106,20 @@ def last_stable_offsets(
 ) -> dict[TP, int]:
     """Each partition's end as read_committed consumers see it; partitions that did not
     answer within `timeout` are left out."""
-    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = [TopicPartition(t, p) for t, p in partitions]
     if not request:
         return {}
     with kafka_errors(cluster, "read the source's ends"):
         admin = clients.admin_client(cluster.admin_config())
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+        futures = submit(
+            lambda batch: admin.list_offsets(
+                dict.fromkeys(batch, latest),
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=timeout,
+            ),
+            request,
+            MAX_OFFSETS_PARTITIONS_PER_REQUEST,
         )
     ends: dict[TP, int] = {}
     for tp, future in futures.items():

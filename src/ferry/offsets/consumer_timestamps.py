@@ -17,12 +17,14 @@ Imports no PySpark: applications use this module as a small client library.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches
 from ferry.offsets.timestamp_clients import (
     Deadline,
     bootstrap_of,
@@ -182,6 +184,10 @@ def read_group_timestamps(
         consumer.close()
 
 
+def _offsets_for_times(consumer: Any, query: list[TopicPartition], left: float) -> Any:
+    return consumer.offsets_for_times(query, timeout=left)
+
+
 def offsets_for_timestamps(
     config: Mapping[str, Any], wanted: Mapping[Key, int], *, timeout: float = 10.0
 ) -> dict[Key, int]:
@@ -212,7 +218,11 @@ def offsets_for_timestamps(
         # between the two would otherwise lie below an end read after, and be skipped.
         ends = {(t, p): watermarks(consumer, t, p, deadline)[1] for t, p in wanted}
         query = [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()]
-        found = deadline.retry(lambda left: consumer.offsets_for_times(query, timeout=left))
+        found = [
+            tp
+            for batch in batches(query, MAX_OFFSETS_PARTITIONS_PER_REQUEST)
+            for tp in deadline.retry(partial(_offsets_for_times, consumer, batch))
+        ]
         result: dict[Key, int] = {}
         for tp in found:
             if tp.error is not None:

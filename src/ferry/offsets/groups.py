@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -13,6 +14,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import FerryError
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 
 __all__ = ["GroupAdmin", "GroupState", "group_filter"]
@@ -121,19 +123,23 @@ class GroupAdmin:
         members = tuple(str(m.client_id or m.member_id) for m in (description.members or ()))
         return GroupState(group, state, members)
 
+    def _alter(self, group: str, partitions: list[TopicPartition]) -> Any:
+        request = [ConsumerGroupTopicPartitions(group, partitions)]
+        return self._admin.alter_consumer_group_offsets(request, request_timeout=self._timeout)[
+            group
+        ]
+
     def commit(self, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
         """Set `group`'s committed offsets; the brokers refuse if the group has members."""
         if not offsets:
             return
         partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        request = [ConsumerGroupTopicPartitions(group, partitions)]
-        result = self._call(
-            lambda: self._admin.alter_consumer_group_offsets(
-                request, request_timeout=self._timeout
-            )[group],
-            f"commit offsets for group {group}",
-        )
-        failed = [tp for tp in result.topic_partitions or () if tp.error is not None]
+        failed = []
+        for batch in batches(partitions, MAX_OFFSETS_PARTITIONS_PER_REQUEST):
+            result = self._call(
+                partial(self._alter, group, batch), f"commit offsets for group {group}"
+            )
+            failed += [tp for tp in result.topic_partitions or () if tp.error is not None]
         if failed:
             tp = failed[0]
             raise FerryError(

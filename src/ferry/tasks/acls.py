@@ -25,6 +25,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import MAX_ACLS_PER_REQUEST, submit
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import policy_for
 from ferry.tasks.acl_rules import TopicAcl, remote_acls
@@ -104,12 +105,17 @@ class AclSync:
             )
             for acl in acls
         ]
-        futures = self._target_admin.create_acls(bindings, request_timeout=self._timeout)
-        for future in futures.values():
+        futures = submit(
+            lambda batch: self._target_admin.create_acls(batch, request_timeout=self._timeout),
+            bindings,
+            MAX_ACLS_PER_REQUEST,
+        )
+        for binding, future in futures.items():
             try:
                 future.result(self._timeout + 5)
             except (KafkaException, TimeoutError) as exc:
-                raise self._failure(self.target, exc, "create ACLs") from None
+                action = f"create ACLs of topic {binding.name}"
+                raise self._failure(self.target, exc, action) from None
         return len(bindings)
 
     def _failure(self, cluster: ClusterConfig, exc: BaseException, action: str) -> Exception:

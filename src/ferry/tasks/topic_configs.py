@@ -27,6 +27,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import (
+    MAX_CONFIG_RESOURCES_PER_REQUEST,
+    MAX_RECORDS_PER_CONTROLLER_REQUEST,
+    submit,
+)
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.policy import policy_for
 from ferry.tasks.checkpoints import SyncReport
@@ -126,7 +131,8 @@ class TopicConfigSync:
         """
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         found: dict[str, dict[str, str | None]] = {}
-        for resource, future in admin.describe_configs(resources).items():
+        futures = submit(admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST)
+        for resource, future in futures.items():
             try:
                 entries = future.result(self._timeout)
             except KafkaException as exc:  # per code: goes on past a topic gone or refused
@@ -163,7 +169,14 @@ class TopicConfigSync:
             for remote, keys in changes.items()
         ]
         refused = []
-        for resource, future in self._target_admin.incremental_alter_configs(resources).items():
+        # A changed setting is a controller record: at most so many settings per request.
+        futures = submit(
+            self._target_admin.incremental_alter_configs,
+            resources,
+            min(MAX_CONFIG_RESOURCES_PER_REQUEST, MAX_RECORDS_PER_CONTROLLER_REQUEST),
+            lambda resource: len(resource.incremental_configs),
+        )
+        for resource, future in futures.items():
             try:
                 future.result(self._timeout)
             except KafkaException as exc:  # a refusal is reported and the sync goes on

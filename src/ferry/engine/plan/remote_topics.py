@@ -242,6 +242,7 @@ class TopicManager:
             return {}
         limits: dict[str, int] = {}
         pending = list(topics)
+        waiting = len(pending)
         deadline = time.monotonic() + self._timeout
         while pending:
             resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
@@ -267,6 +268,11 @@ class TopicManager:
                 if entry is not None and entry.value is not None:
                     limits[resource.name] = int(entry.value)
             if pending:
+                # Thousands of new partitions reach the broker's metadata over many seconds:
+                # the deadline runs from the last topic that became known, not from the start.
+                if len(pending) < waiting:
+                    deadline = time.monotonic() + self._timeout
+                waiting = len(pending)
                 time.sleep(0.2)
         return limits
 
