@@ -2,7 +2,10 @@
 
 The lag is the planner's (or the lease watch's) last look at the source's ends against the
 position the flow last committed on the target; latency is the mean replication latency
-(target ack time minus record timestamp) of everything copied, in milliseconds.
+(target ack time minus record timestamp) of everything copied, in milliseconds. The recovery
+point objective (`rpo_seconds`: the age of the oldest source record not yet on the target, the
+flow's worst partition) is ferry run's last measurement (`ferry.engine.rpo_watch`, every few
+seconds); null while it is not known, never 0.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 from ferry.config.model import FlowConfig
 from ferry.engine.flow_state import FlowState
 from ferry.engine.latency import Histogram
+from ferry.engine.rpo_watch import read_rpo
 from ferry.flows.control import FlowControl
 from ferry.flows.status import Condition, flow_status
 
@@ -45,14 +49,16 @@ def flow_summary(
         "bytes": int(stats.get("bytes", 0)),
         "lag": state.lag(stats),
         "latency_ms": round(latency.total / latency.count, 1) if latency.count else None,
+        "rpo_seconds": read_rpo(state).worst,
     }
 
 
 def partition_rows(state: FlowState) -> list[dict[str, Any]]:
-    """Per source partition: its end, the flow's position, lag and records copied."""
+    """Per source partition: its end, the flow's position, lag, RPO and records copied."""
     stats = state.stats()
     copied = stats.get("partitions", {})
     ends = state.latest()
+    rpos = read_rpo(state).partitions
     rows = []
     for key in sorted(set(ends) | set(copied), key=_by_partition):
         topic, _, partition = key.rpartition(":")
@@ -67,6 +73,7 @@ def partition_rows(state: FlowState) -> list[dict[str, Any]]:
                 "position": position,
                 "lag": max(0, end - (position or 0)) if end is not None else None,
                 "records": int(entry.get("records", 0)),
+                "rpo_seconds": rpos.get(key),
             }
         )
     return rows

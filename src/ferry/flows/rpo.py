@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = [
+    "DESCRIPTION",
     "FirstRecord",
     "NoRecordBefore",
     "Probe",
@@ -34,6 +35,11 @@ __all__ = [
 ]
 
 TP = tuple[str, int]
+DESCRIPTION = (
+    "Recovery point objective: age in seconds of the oldest source record not yet on the "
+    "target (now minus the timestamp of the first real record at or after the flow's "
+    "replicated position); 0 when caught up, NaN when it could not be read in time"
+)
 
 
 @dataclass(frozen=True)

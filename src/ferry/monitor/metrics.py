@@ -24,16 +24,12 @@ from prometheus_client import (
     generate_latest,
 )
 
+from ferry.flows.rpo import DESCRIPTION
 from ferry.monitor.sampler import OffsetPair
 
-__all__ = ["DEFAULT_PORT", "RPO_HELP", "MonitorMetrics"]
+__all__ = ["DEFAULT_PORT", "MonitorMetrics"]
 
 DEFAULT_PORT = 9464
-RPO_HELP = (
-    "Recovery point objective: age in seconds of the oldest source record not yet on the "
-    "target (now minus the timestamp of the first real record at or after the flow's "
-    "replicated position); 0 when caught up, NaN when it could not be read in time"
-)
 
 
 class MonitorMetrics:
@@ -88,7 +84,9 @@ class MonitorMetrics:
             ["flow"],
             registry=r,
         )
-        self.rpo = Gauge("ferry_rpo_seconds", RPO_HELP, ["flow", "topic", "partition"], registry=r)
+        self.rpo = Gauge(
+            "ferry_rpo_seconds", DESCRIPTION, ["flow", "topic", "partition"], registry=r
+        )
         self._rpo_series: dict[str, set[tuple[str, int]]] = {}
 
     def register_flow(self, flow: str, source: str, target: str, period: float) -> None:

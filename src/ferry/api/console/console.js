@@ -119,6 +119,9 @@ function showFlow(flow, history) {
     number(recent.records_per_second, "records/s") + " · " +
     number(recent.bytes_per_second === undefined || recent.bytes_per_second === null ? null : recent.bytes_per_second / 1e6, "MB/s");
   section.querySelector(".copied").textContent = number(flow.records, "records");
+  // Unknown (not read in time, or not measured yet) is said, never shown as 0.
+  section.querySelector(".rpo").textContent =
+    flow.rpo_seconds === null || flow.rpo_seconds === undefined ? "unknown" : number(flow.rpo_seconds, "s");
   for (const svg of section.querySelectorAll("svg.chart")) drawChart(svg, history.points, svg.dataset.series);
   const list = section.querySelector(".topic-list");
   list.replaceChildren(...flow.topics.map((topic) => {

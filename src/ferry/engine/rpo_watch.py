@@ -1,0 +1,162 @@
+"""`ferry run`'s recovery point objective per flow, for its `/metrics` and its API.
+
+A thread measures every flow's RPO every `INTERVAL_SECONDS`: the flow's positions are its own,
+from its state (what it committed on the target, as `ferry_lag_records` counts them); the
+source's ends are read (read_committed) for every partition the flow has copied or planned;
+and for each lagging partition the first record not copied is read, one consumer per flow,
+one record per partition, `READ_SECONDS` at most (`ferry.kafka.rpo_probe`; the rule is
+`ferry.flows.rpo`). The result goes to the flow's state directory (`rpo.json`), where
+ferry run's `ferry_rpo_seconds` gauge and the API's `rpo_seconds` read it.
+
+What a reader is given is never a guess: a partition not read in time is unknown (the gauge
+NaN, the API null), and so is every partition when the last measurement is older than
+`STALE_SECONDS` (the watch stopped, or a cluster did not answer since) or was written by an
+earlier run. The first measurement comes one interval after the start, so a short `--once`
+run reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ferry.config.model import FerryConfig, FlowConfig
+from ferry.engine.flow_state import FlowState, tp_key
+from ferry.errors import FerryError
+from ferry.flows.rpo import DESCRIPTION, flow_rpo
+from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
+
+__all__ = ["FlowRpo", "RpoMetrics", "RpoWatch", "read_rpo"]
+
+INTERVAL_SECONDS = 10.0
+READ_SECONDS = 3.0  # for the ends, then again for the first records
+STALE_SECONDS = 3 * INTERVAL_SECONDS + 2 * READ_SECONDS
+RPO_FILE = "rpo.json"
+
+
+@dataclass(frozen=True)
+class FlowRpo:
+    """A flow's last measured RPO: per partition ("topic:partition") and the worst; None
+    where not known."""
+
+    at: float | None  # when it was measured (seconds since the epoch); None: never
+    partitions: dict[str, float | None]
+
+    @property
+    def worst(self) -> float | None:
+        return flow_rpo(self.partitions.values()) if self.at is not None else None
+
+
+def read_rpo(state: FlowState, now: float | None = None) -> FlowRpo:
+    """The flow's last measured RPO; every partition unknown when it is stale."""
+    try:
+        data = json.loads((state.directory / RPO_FILE).read_text())
+        at = float(data["at"])
+        partitions = {str(k): _seconds(v) for k, v in dict(data["partitions"]).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return FlowRpo(None, {})
+    if (time.time() if now is None else now) - at > STALE_SECONDS:
+        return FlowRpo(None, dict.fromkeys(partitions))
+    return FlowRpo(at, partitions)
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _write_rpo(state: FlowState, at: float, rpos: dict[tuple[str, int], float | None]) -> None:
+    state.directory.mkdir(parents=True, exist_ok=True)
+    tmp = state.directory / f".{RPO_FILE}.{os.getpid()}.tmp"
+    partitions = {tp_key(t, p): rpo for (t, p), rpo in sorted(rpos.items())}
+    tmp.write_text(json.dumps({"at": at, "partitions": partitions}))
+    tmp.replace(state.directory / RPO_FILE)
+
+
+class RpoWatch:
+    """The thread that measures each flow's RPO; a context manager (stopped on exit)."""
+
+    def __init__(
+        self,
+        config: FerryConfig,
+        flows: list[tuple[FlowConfig, FlowState]],
+        *,
+        interval: float = INTERVAL_SECONDS,
+    ) -> None:
+        self._config = config
+        self._flows = flows
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ferry-rpo", daemon=True)
+
+    def measure(self, flow: FlowConfig, state: FlowState) -> None:
+        """One measurement of `flow`, written to its state; a cluster that does not answer
+        leaves the last one, which goes stale."""
+        source = self._config.clusters[flow.source]
+        stats = state.stats()
+        positions = {
+            _tp(key): int(entry.get("position", 0))
+            for key, entry in stats.get("partitions", {}).items()
+        }
+        partitions = set(positions) | {_tp(key) for key in state.latest()}
+        try:
+            ends = last_stable_offsets(source, partitions, timeout=READ_SECONDS)
+            rpos: dict[tuple[str, int], float | None] = dict.fromkeys(partitions)
+            rpos.update(read_rpos(source, positions, ends, timeout=READ_SECONDS))
+        except FerryError:
+            return
+        _write_rpo(state, time.time(), rpos)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            for flow, state in self._flows:
+                if self._stop.is_set():
+                    return
+                self.measure(flow, state)
+
+    def __enter__(self) -> RpoWatch:
+        for _flow, state in self._flows:  # an earlier run's figures are not this one's
+            (state.directory / RPO_FILE).unlink(missing_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * READ_SECONDS + 2)
+
+
+class RpoMetrics(Collector):
+    """`ferry_rpo_seconds{flow,topic,partition}` of ferry run, from each flow's `rpo.json`."""
+
+    def __init__(self, flows: Callable[[], list[tuple[str, FlowState]]]) -> None:
+        self._flows = flows
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "ferry_rpo_seconds", DESCRIPTION, labels=["flow", "topic", "partition"]
+        )
+        for name, state in self._flows():
+            for key, rpo in read_rpo(state).partitions.items():
+                topic, _, partition = key.rpartition(":")
+                gauge.add_metric([name, topic, partition], math.nan if rpo is None else rpo)
+        yield gauge
+
+
+def _tp(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
