@@ -22,7 +22,7 @@ from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.failover import apply_failover, plan_failover
 from ferry.tasks.control_plane import ControlPlane
-from ferry.terminal.console import styled
+from ferry.terminal.console import rule, styled
 
 __all__ = ["failover_act"]
 
@@ -36,7 +36,7 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
     # principal on secure clusters; ferry uses its own, from the config.
     a, b = brokers["A"].admin_settings, brokers["B"].admin_settings
     ends = _ends(a, TOPIC)
-    console.rule(styled(("Act 2: datacenter A is lost", "bold")))
+    rule(console, styled(("Act 2: datacenter A is lost", "bold")))
     console.print(
         styled(
             "A consumer group, ", (GROUP, "bold"), f", reads {TOPIC} on A and commits as it goes."

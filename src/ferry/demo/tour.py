@@ -31,7 +31,7 @@ from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.local import clusters as local
 from ferry.local.security import SecurityMode
 from ferry.secrets import is_secret_key
-from ferry.terminal.console import styled
+from ferry.terminal.console import rule, styled
 
 __all__ = ["run_demo"]
 
@@ -347,7 +347,7 @@ def run_demo(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     directory = directory.resolve()
     traffic_seconds = _traffic_seconds()  # a bad value is refused before anything starts
-    console.rule(styled(("ferry demo", "bold")))
+    rule(console, styled(("ferry demo", "bold")))
     console.print(
         styled(
             "Starting two independent Apache Kafka clusters, ",
