@@ -6,7 +6,8 @@ service sampling in the test's thread, so the test knows when each sample began;
 on a free port, scraped over HTTP), and is at least the age of the oldest
 acknowledged record not copied; an aborted transaction just past the replicated position (its
 records stamped an hour ago) is not a record to lose, so it does not count. ferry copies again
-(`ferry run --once` in process, on the session's Spark) and the RPO returns to 0.
+(`ferry run --once` in process, on the session's Spark) and the RPO returns to 0. ferry run's
+own figure (its RPO watch, read by its `/metrics` and its API) is measured at the same points.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from ferry.api.views import flow_summary, partition_rows
 from ferry.config import FerryConfig, load_config
+from ferry.engine.flow_spec import flow_state_dir
+from ferry.engine.flow_state import FlowState
+from ferry.engine.rpo_watch import RpoWatch, read_rpo
+from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
 from ferry.local.broker import BrokerProcess
 from ferry.monitor.service import MonitorService
@@ -78,6 +84,16 @@ def _status(config: Path) -> dict[str, Any]:
 def _copy(config: Path) -> None:
     result = run_ferry("run", "-c", str(config), "--once", timeout=240)
     assert result.returncode == 0, result.stderr
+
+
+def _run_view(config: FerryConfig, topic: str) -> tuple[float | None, dict[int, float | None]]:
+    """ferry run's RPO watch, measured once now: the API's flow figure and partition rows."""
+    flow = config.flow("A", "B")
+    state = FlowState(flow_state_dir(config.state_dir.resolve(), flow))
+    RpoWatch(config, [(flow, state)]).measure(flow, state)
+    assert read_rpo(state).at is not None
+    rows = {r["partition"]: r["rpo_seconds"] for r in partition_rows(state) if r["topic"] == topic}
+    return flow_summary(flow, state, state.control(), Condition())["rpo_seconds"], rows
 
 
 def _aborted(bootstrap: str, topic: str, partition: int, stamp_ms: int) -> None:
@@ -160,6 +176,15 @@ def test_rpo_rises_while_ferry_is_stopped_and_returns_to_zero_once_it_copies(
 
         wait_for(gauge_rose, 120, "ferry_rpo_seconds rising above 2 s while ferry is stopped")
 
+        # ferry run's figure (its positions from its state dir): the same rule, the same reads.
+        measured_ms = time.time() * 1000
+        worst, rows = _run_view(load_config(config), topic_name)
+        assert rows[2] == 0
+        for partition in (0, 1):
+            assert rows[partition] is not None and rows[partition] >= age(measured_ms)
+            assert rows[partition] < HOUR_MS / 2000, "an aborted record counted"
+        assert worst == max(rows.values())
+
         _copy(config)
         flow = _status(config)
         assert flow["lag"] == 0
@@ -167,5 +192,6 @@ def test_rpo_rises_while_ferry_is_stopped_and_returns_to_zero_once_it_copies(
         assert [p["rpo_seconds"] for p in flow["partitions"]] == [0] * PARTITIONS
         monitor.sample()
         assert monitor.rpo(topic_name) == {p: 0.0 for p in range(PARTITIONS)}
+        assert _run_view(load_config(config), topic_name) == (0, dict.fromkeys(range(3), 0))
     finally:
         monitor.stop()
