@@ -69,7 +69,8 @@ __all__ = [
 TP = tuple[str, int]
 LATE_HEADER = "ferry.late"  # b"1": copied after the failover, not in order with its neighbours
 STRANDED_HEADER = "ferry.stranded"  # where on A it was stranded, in ferry.origin's format
-TRANSACTION_RECORDS = 5000  # copies per replay transaction (well inside transaction.timeout.ms)
+TRANSACTION_RECORDS = 5000  # copies per replay transaction (well inside its timeout)
+TRANSACTION_TIMEOUT_MS = 120_000
 
 
 @dataclass
@@ -214,7 +215,11 @@ def replay(plan: ReconcilePlan, *, timeout: float = 10.0) -> Applied:
         settings = {
             **producer_settings(target),
             "transactional.id": f"ferry-reconcile-{flow.source}-to-{flow.target}",
+            "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS),
         }
+        # librdkafka refuses a message timeout above the transaction timeout.
+        timeout_ms = int(settings.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS))
+        settings["message.timeout.ms"] = str(min(timeout_ms, TRANSACTION_TIMEOUT_MS))
         producer = clients.producer(settings)
         with kafka_errors(target, "start the replay's transactions"):
             producer.init_transactions(timeout)
