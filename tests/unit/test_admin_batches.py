@@ -152,3 +152,47 @@ def test_a_topic_over_the_partition_limit_is_named_and_never_to_be_created_by_ha
     assert f"at most {MAX_PARTITIONS_PER_CREATE} partitions per request" in message
     # The small topic went in a request of its own and was created.
     assert "A.small" in target.topics
+
+
+class _ConfigAdmin(_Admin):
+    """Every topic with `retention.ms` set on it (the source) or nothing (the target);
+    records each IncrementalAlterConfigs request's settings."""
+
+    def __init__(self, topics: dict[str, int], retention: str | None) -> None:
+        super().__init__(topics)
+        self.retention = retention
+        self.alters: list[int] = []
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, _Done]:
+        from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
+
+        self.describes.append(len(resources))
+        entry = SimpleNamespace(
+            value=self.retention,
+            source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+            is_sensitive=False,
+        )
+        entries = {"retention.ms": entry} if self.retention else {}
+        return {r: _Done(entries) for r in resources}
+
+    def incremental_alter_configs(self, resources: list[Any]) -> dict[Any, _Done]:
+        self.alters.append(sum(len(r.incremental_configs) for r in resources))
+        return {r: _Done() for r in resources}
+
+
+def test_config_sync_of_2500_topics_describes_and_alters_in_batches() -> None:
+    from ferry.config.model import FerryConfig
+    from ferry.kafka.admin_batches import MAX_CONFIG_RESOURCES_PER_REQUEST
+    from ferry.tasks.topic_configs import TopicConfigSync
+
+    names = [f"s{i:04d}" for i in range(2500)]
+    source = _ConfigAdmin(dict.fromkeys(names, 10), "5")
+    target = _ConfigAdmin({f"A.{n}": 10 for n in names}, None)
+    clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(".*",))
+    config = FerryConfig(clusters=clusters, flows=(flow,))
+    TopicConfigSync(config, flow, source_admin=source, target_admin=target).sync()
+    assert sum(target.alters) == 2500
+    assert max(target.alters) <= MAX_CONFIG_RESOURCES_PER_REQUEST
+    assert sum(source.describes) == 2500
+    assert max(source.describes + target.describes) <= MAX_CONFIG_RESOURCES_PER_REQUEST

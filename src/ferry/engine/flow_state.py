@@ -275,8 +275,12 @@ class FlowState:
 
 
 def partition_entry(result: Any) -> dict[str, Any]:
-    """A copy loop's PartitionResult as `add_batch` and `write_live` take it."""
-    return {
+    """A copy loop's PartitionResult as `add_batch` and `write_live` take it.
+
+    An empty histogram is left out: a task writes its report after every slice and the driver
+    reads every report several times a second, and with thousands of idle partitions their
+    empty buckets were most of both."""
+    entry = {
         "topic": result.topic,
         "partition": result.partition,
         "end": result.end,
@@ -284,9 +288,12 @@ def partition_entry(result: Any) -> dict[str, Any]:
         "skipped": result.skipped,
         "bytes": result.bytes,
         "expired": result.expired,
-        "latency": result.latency.to_json(),
-        "record_age": result.record_age.to_json(),
     }
+    for name in ("latency", "record_age"):
+        histogram = getattr(result, name)
+        if histogram.count:
+            entry[name] = histogram.to_json()
+    return entry
 
 
 def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None:
