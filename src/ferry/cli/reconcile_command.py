@@ -1,5 +1,6 @@
 """`ferry reconcile`: after an unplanned failover, the records A took that never reached B,
-listed and then reported, replayed, diverted or exported (see ferry.ops.reconcile)."""
+listed and then reported, replayed, diverted or exported (see ferry.ops.reconcile,
+ferry.ops.reconcile_writes and ferry.audit.stranded_export)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def reconcile(
     reached the target (after an unplanned failover, once the source is back), then apply one
     policy. Exits 0 when nothing is stranded or the policy was applied, 3 when --report-only
     found stranded records, 1 on an error, 2 on wrong options."""
-    from ferry.ops import reconcile as ops
+    from ferry.ops import reconcile_writes
+    from ferry.ops.reconcile import plan_reconcile
 
     chosen = [
         name
@@ -83,12 +85,12 @@ def reconcile(
             f"({', '.join(sorted(cfg.clusters))})"
         )
     flow_config = cfg.flow(source, target)
-    plan = ops.plan_reconcile(cfg, flow_config)
+    plan = plan_reconcile(cfg, flow_config)
     applied: dict[str, Any] | None = None
     if replay:
-        applied = ops.replay(plan).as_json()
+        applied = reconcile_writes.replay(plan).as_json()
     elif divert is not None:
-        applied = ops.divert(plan, divert).as_json()
+        applied = reconcile_writes.divert(plan, divert).as_json()
     elif export is not None:
         from ferry.audit.stranded_export import export_directory, export_stranded
 
