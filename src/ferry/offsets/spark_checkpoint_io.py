@@ -9,6 +9,7 @@ other URI Spark reads. What each file becomes is decided in `ferry.offsets.spark
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,8 +37,15 @@ __all__ = [
     "LocalStorage",
     "apply_rewrite",
     "fail_over_spark_checkpoint",
+    "is_local",
     "read_checkpoint",
 ]
+
+
+def is_local(location: str | Path) -> bool:
+    """A path, or a file: URI; a location with another scheme is for Hadoop's FileSystem."""
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", str(location))
+    return match is None or match[1].lower() == "file" or len(match[1]) == 1
 
 
 class CheckpointStorage(Protocol):
