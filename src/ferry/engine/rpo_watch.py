@@ -107,7 +107,14 @@ class RpoWatch:
             _tp(key): int(entry.get("position", 0))
             for key, entry in stats.get("partitions", {}).items()
         }
-        partitions = set(positions) | {_tp(key) for key in state.latest()}
+        # Topics taken out of the flow (over the API, or refused by the graph) are not copied
+        # on purpose: their growing age is no recovery point of this flow.
+        dropped = state.control().removed | state.refused()
+        partitions = {
+            tp
+            for tp in set(positions) | {_tp(key) for key in state.latest()}
+            if tp[0] not in dropped
+        }
         try:
             ends = last_stable_offsets(source, partitions, timeout=READ_SECONDS)
             rpos: dict[tuple[str, int], float | None] = dict.fromkeys(partitions)
