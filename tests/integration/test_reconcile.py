@@ -44,6 +44,7 @@ class Lost:
     stranded: dict[str, set[str]]  # per policy: the ids acknowledged after ferry stopped
     aborted: set[str]
     a_id: str
+    outage: set[str]  # written to B's identity topic while A was lost
 
     def topic(self, policy: str) -> str:
         return f"{self.base}-{policy}"
@@ -53,7 +54,7 @@ class Lost:
 
 
 def _produce(bootstrap: str, topic: str, ids: list[str], transactional: str | None = None,
-             abort: bool = False) -> set[str]:  # fmt: skip
+             abort: bool = False, origin: bytes | None = None) -> set[str]:  # fmt: skip
     """Each id a record (key and value), spread over the partitions; the ids acknowledged."""
     settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all"}
     if transactional:
@@ -74,7 +75,7 @@ def _produce(bootstrap: str, topic: str, ids: list[str], transactional: str | No
             key=record_id.encode(),
             value=record_id.encode(),
             partition=i % PARTITIONS,
-            headers=[("app", b"x")],
+            headers=[("app", b"x")] + ([(ORIGIN_HEADER, origin)] if origin else []),
             on_delivery=on_delivery,
         )
     producer.flush(30)
@@ -99,7 +100,14 @@ def lost(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Lost]
             topic = f"{base}-{policy}"
             create_topic(a, topic, PARTITIONS)
             copied |= _produce(a, topic, [f"{policy}-c{i}" for i in range(COPIED * PARTITIONS)])
-        run_once(write_config(directory, brokers, topics=f"{base}-.*"), spark)
+        run_once(write_config(directory, brokers, topics=f"{base}-({'|'.join(POLICIES)})"), spark)
+        b, b_id = brokers["B"].bootstrap, cluster_id(brokers["B"].bootstrap)
+        identity = f"{base}-identity"
+        create_topic(a, identity, PARTITIONS)
+        copied |= _produce(a, identity, [f"identity-c{i}" for i in range(COPIED * PARTITIONS)])
+        run_once(_identity_config(directory / "identity", brokers, identity, "A->B"), spark)
+        # Producers failed over to B write to the same topic name there (identity policy).
+        outage = _produce(b, identity, [f"identity-b{i}" for i in range(5)])
         stranded: dict[str, set[str]] = {}
         aborted: set[str] = set()
         for policy in POLICIES:
@@ -111,14 +119,27 @@ def lost(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Lost]
             ids |= _produce(a, topic, [f"{policy}-t{i}" for i in range(4)], f"commit-{topic}")
             ids |= _produce(a, topic, [f"{policy}-s{i}" for i in range(6, 11)])
             stranded[policy] = ids
+        ids = _produce(a, identity, [f"identity-s{i}" for i in range(6)])
+        # Copies of B's records that a flow B->A made: B has them, they are not stranded.
+        from_b = f"{b_id}|B|0|7|{identity}".encode()
+        _produce(a, identity, ["identity-from-b0", "identity-from-b1"], origin=from_b)
+        stranded["identity"] = ids | _produce(a, identity, [f"identity-s{i}" for i in range(6, 9)])
         a_id = cluster_id(a)
         brokers["A"].kill()  # the datacenter is lost
         restart_broker(brokers["A"], timeout=120)  # and back, with its data
-        yield Lost(brokers, base, copied, stranded, aborted, a_id)
+        yield Lost(brokers, base, copied, stranded, aborted, a_id, outage)
     finally:
         for broker in brokers.values():
             broker.stop()
         local.down(directory)
+
+
+def _identity_config(
+    directory: Path, clusters: dict[str, BrokerProcess], topic: str, flow: str
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    settings = {"replication.policy.class": "identity"}
+    return write_config(directory, clusters, flows=(flow,), topics=topic, **settings)
 
 
 def _reconcile(config: Path, *options: str) -> tuple[int, dict[str, Any]]:
@@ -256,3 +277,27 @@ def test_export_writes_them_as_parquet(lost: Lost, tmp_path: Path) -> None:
     # Nothing was written to B: the records are still stranded.
     code, report = _reconcile(config, "--report-only")
     assert code == 3 and report["stranded"] == 15
+
+
+def test_identity_policy_replay_and_the_reverse_flow(
+    lost: Lost, tmp_path: Path, spark: Any
+) -> None:
+    """Under the identity policy the remote topic is the one B's producers wrote during the
+    outage; records A got from B are not stranded; after a replay, the reverse flow B->A copies
+    only B's outage writes back to A, none of A's records (their origin is A)."""
+    topic = lost.topic("identity")
+    config = _identity_config(tmp_path / "ab", lost.clusters, topic, "A->B")
+    code, plan = _reconcile(config, "--report-only")
+    assert code == 3 and _stranded_ids(lost, "identity", plan) == lost.stranded["identity"]
+    assert sum(p["from_target"] for p in plan["partitions"]) == 2
+    assert {p["remote_topic"] for p in plan["partitions"]} == {topic}
+
+    code, plan = _reconcile(config, "--replay")
+    assert code == 0 and plan["applied"]["written"] == len(lost.stranded["identity"]) == 9
+    a, b = lost.clusters["A"].bootstrap, lost.clusters["B"].bootstrap
+    copied = {i for i in lost.copied if i.startswith("identity-")}
+    assert _ids(_read(b, topic)) == sorted(copied | lost.outage | lost.stranded["identity"])
+
+    before = _ids(_read(a, topic))
+    run_once(_identity_config(tmp_path / "ba", lost.clusters, topic, "B->A"), spark)
+    assert _ids(_read(a, topic)) == sorted(before + sorted(lost.outage))
