@@ -44,6 +44,9 @@ __all__ = ["RemoteTopic", "TopicManager"]
 TP = tuple[str, int]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's broker default, used if a describe says nothing
+# How much longer to wait, per partition just created, for the target's broker to know the
+# new topics (on top of the timeout): 10,000 partitions, 100 s more.
+NEW_PARTITION_SECONDS = 0.01
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,9 @@ class TopicManager:
         if grow:
             self._expand(grow)
         limits = self._max_message_bytes(
-            list(remote.values()), just_created={remote[t] for t in missing}
+            list(remote.values()),
+            just_created={remote[t] for t in missing},
+            new_partitions=sum(selected[t] for t in missing),
         )
         return {
             t: RemoteTopic(t, remote[t], n, limits.get(remote[t], DEFAULT_MAX_MESSAGE_BYTES))
@@ -237,13 +242,21 @@ class TopicManager:
             ):
                 future.result(self._timeout)
 
-    def _max_message_bytes(self, topics: list[str], just_created: set[str]) -> dict[str, int]:
+    def _max_message_bytes(
+        self, topics: list[str], just_created: set[str], new_partitions: int = 0
+    ) -> dict[str, int]:
+        """Each topic's max.message.bytes on the target, waiting for the just-created ones
+        until the broker answering knows them: the controller accepted them, but a broker
+        creates thousands of new partitions' logs over many seconds (10,000 on 2 cores: about
+        a minute), so the wait grows with the partitions created, and runs again from every
+        topic that became known."""
         if not topics:
             return {}
         limits: dict[str, int] = {}
         pending = list(topics)
         waiting = len(pending)
-        deadline = time.monotonic() + self._timeout
+        allowance = self._timeout + NEW_PARTITION_SECONDS * new_partitions
+        deadline = time.monotonic() + allowance
         while pending:
             resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
             pending = []
@@ -260,7 +273,13 @@ class TopicManager:
                     if unknown and resource.name in just_created and time.monotonic() < deadline:
                         pending.append(resource.name)
                         continue
-                    fix = self._fix(self.target, resource.name)
+                    fix: Callable[[KafkaError], str] | str = self._fix(self.target, resource.name)
+                    if unknown and resource.name in just_created:
+                        fix = (
+                            f"ferry created it, but {self.target.alias}'s broker did not know it "
+                            f"within {allowance:.0f} s; its log says why (a broker that cannot "
+                            "create its partitions' logs: disk, open files)"
+                        )
                     raise ferry_error(
                         self.target, exc, "describe topic", topic=resource.name, fix=fix
                     ) from exc
@@ -271,7 +290,7 @@ class TopicManager:
                 # Thousands of new partitions reach the broker's metadata over many seconds:
                 # the deadline runs from the last topic that became known, not from the start.
                 if len(pending) < waiting:
-                    deadline = time.monotonic() + self._timeout
+                    deadline = max(deadline, time.monotonic() + self._timeout)
                 waiting = len(pending)
                 time.sleep(0.2)
         return limits
