@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ferry.config.model import FerryConfig, FlowConfig
+from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.flows.control import FlowControl
+from ferry.kafka.errors import kafka_errors
 from ferry.offsets import recovery_point
 from ferry.offsets.failover import FailoverPlan, NoPositionError, apply_failover, plan_failover
 from ferry.offsets.groups import GroupAdmin, group_filter
@@ -220,7 +221,7 @@ def plan_flow_failover(
     listed = _checkpointed(config, flow)
     if not from_checkpoints:
         try:
-            listed += GroupAdmin(config.clusters[flow.source], timeout=timeout).groups()
+            listed += _listed(config.clusters[flow.source], timeout)
             report.source = "cluster"
         except KafkaUnavailableError as exc:
             report.notices.append(f"{exc}; every group moves from its checkpoints in {flow.target}")
@@ -300,6 +301,15 @@ def groups_pattern(groups: str | None) -> re.Pattern[str] | None:
         return re.compile(groups)
     except re.error as exc:
         raise ConfigError(f"--groups {groups}: not a regular expression ({exc})") from None
+
+
+def _listed(cluster: ClusterConfig, timeout: float) -> list[str]:
+    """The groups on `cluster`; KafkaUnavailableError if it does not answer (listing groups
+    alone can answer an empty list then)."""
+    admin = GroupAdmin(cluster, timeout=timeout)
+    with kafka_errors(cluster, "list topics"):
+        admin.list_topics()
+    return admin.groups()
 
 
 def _checkpointed(config: FerryConfig, flow: FlowConfig) -> list[str]:
