@@ -248,3 +248,40 @@ def test_the_api_takes_a_flow_or_a_group_never_both(tmp_path: Path) -> None:
     assert len(calls) == 2
     schema = client.get("/openapi.json").json()["components"]["schemas"]["FailoverRequest"]
     assert {"flow", "groups", "group", "from", "to"} <= set(schema["properties"])
+
+
+def test_the_text_report_prints_groups_and_topics_verbatim() -> None:
+    from ferry.cli.offsets_commands import _print_flow_report
+    from ferry.terminal.console import err, out
+
+    plan = _plan({0: 10}, {})
+    plan.group = "[bold]billing"
+    plan.positions = [
+        Position("[red]orders", 0, 13, "A.[red]orders", 10, "checkpoint", "checkpoint")
+    ]
+    report = FlowFailover("A->B", "checkpoints", dry_run=True)
+    report.groups = [decide(plan), GroupOutcome("[x]busy", "skipped", "active_members", "1 active")]
+    report.notices = ["cluster A (127.0.0.1:1) is unreachable"]
+    report.recovery = RecoveryPoint(
+        "proven", "A", "B", 10_000, [TopicPoint("[red]orders", 5.0, copied_until_ms=5_000)], 5_000
+    )
+    width = out.width
+    out.width = 200
+    try:
+        with out.capture() as captured, err.capture() as errors:
+            _print_flow_report(report)
+    finally:
+        out.width = width
+    text = captured.get()
+    assert "flow A->B: failover from the checkpoints in B" in text
+    assert "[bold]billing" in text and "A.[red]orders" in text and "to move" in text
+    assert "group [bold]billing: to move: 1 partition(s) to move on B" in text
+    assert "group [x]busy: skipped (active members): 1 active" in text
+    assert "recovery point: records written to A after 1970-01-01T00:00:05.000+00:00" in text
+    assert "  [red]orders: copied until 5.0 s ago" in text
+    assert (
+        "1 group(s)" not in text
+        and "2 group(s): 0 moved, 1 to move, 0 unchanged, 1 skipped" in text
+    )
+    assert text.rstrip().endswith("dry run: nothing was committed")
+    assert "note: cluster A (127.0.0.1:1) is unreachable" in errors.get()
