@@ -115,6 +115,8 @@ class RpoWatch:
             for tp in set(positions) | {_tp(key) for key in state.latest()}
             if tp[0] not in dropped
         }
+        if not partitions:
+            return  # nothing planned yet: not known, rather than a flow with nothing at risk
         try:
             ends = last_stable_offsets(source, partitions, timeout=READ_SECONDS)
             rpos: dict[tuple[str, int], float | None] = dict.fromkeys(partitions)
@@ -128,7 +130,10 @@ class RpoWatch:
             for flow, state in self._flows:
                 if self._stop.is_set():
                     return
-                self.measure(flow, state)
+                try:
+                    self.measure(flow, state)
+                except Exception:  # the last figure goes stale: unknown, never wrong
+                    continue
 
     def __enter__(self) -> RpoWatch:
         for _flow, state in self._flows:  # an earlier run's figures are not this one's
