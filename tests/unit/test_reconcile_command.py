@@ -44,3 +44,11 @@ def test_a_flow_of_two_clusters_of_the_config(config: Path, flow: str) -> None:
     )
     assert result.exit_code == 1
     assert f"--flow '{flow}'" in str(result.exception)
+
+
+def test_a_source_that_does_not_answer_is_named(config: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["reconcile", "-c", str(config), "--flow", "A->B", "--report-only"]
+    )
+    assert result.exit_code == 1
+    assert "cluster A (127.0.0.1:1)" in str(result.exception)
