@@ -26,6 +26,11 @@ def test_a_table_off_a_terminal_keeps_the_longest_topic_name_whole(
     assert max(len(line) for line in text.splitlines() if "heading" in line) <= 80
 
 
-def test_columns_in_the_environment_still_set_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_columns_in_the_environment_set_the_width_when_printing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("COLUMNS", "60")
-    assert make_console().width == 60
+    console = make_console()
+    assert console.width == 60
+    monkeypatch.setenv("COLUMNS", "200")  # set after the console was made, as a runner does
+    assert console.width == 200

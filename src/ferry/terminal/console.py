@@ -26,11 +26,16 @@ RULE_WIDTH = 80
 class _FerryConsole(Console):
     @property
     def size(self) -> ConsoleDimensions:
-        # Asked at each print: the same console prints to a terminal or, under a test's
-        # runner or a redirect, to something else.
-        if self.is_terminal or "COLUMNS" in self._environ:
+        # Asked at each print, not when the console is made: the same console prints to a
+        # terminal or, under a test's runner or a redirect, to something else, and COLUMNS
+        # may be set (or change) after import.
+        height = super().size.height
+        columns = self._environ.get("COLUMNS", "")
+        if columns.isdigit():
+            return ConsoleDimensions(int(columns), height)
+        if self.is_terminal:
             return super().size
-        return ConsoleDimensions(UNBOUNDED_WIDTH, super().size.height)
+        return ConsoleDimensions(UNBOUNDED_WIDTH, height)
 
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
