@@ -154,9 +154,12 @@ class Controller:
         """Each distinct control log's records (by the log's id); None where unreadable."""
         saved: dict[int, dict[str, FlowControl] | None] = {}
         logs = {id(log): log for log in [*self.logs.values(), *self.standby.values()]}
+        running = {id(log) for log in self.logs.values()}
         for key, found in read_logs(logs.values()).items():
             if isinstance(found, FerryError):
                 saved[key] = None
+                if key not in running:
+                    continue  # only flows the file disables: looked at again by follow()
                 self._notice(
                     f"could not read the control topic {logs[key].where}: {found}; its flows "
                     "start with the API changes their state dir last recorded"
