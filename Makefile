@@ -118,6 +118,7 @@ docs: $(STAMP)
 bench: setup
 	$(BIN)/python -m bench.compare
 	$(BIN)/python -m bench.startup
+	$(BIN)/python -m bench.partitions
 
 # The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
 # minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
