@@ -39,6 +39,7 @@ from ferry.policy import policy_for
 
 __all__ = [
     "FailoverPlan",
+    "FlowCheckpoints",
     "NoPositionError",
     "apply_failover",
     "plan_failover",
@@ -86,6 +87,30 @@ class FailoverPlan:
         }
 
 
+class FlowCheckpoints:
+    """Each flow's checkpoints in its target (`store(flow)`), read once, on first use; closed
+    when the `with` block ends."""
+
+    def __init__(self, config: FerryConfig) -> None:
+        self._config = config
+        self._stores: dict[str, CheckpointStore] = {}
+
+    def store(self, flow: FlowConfig) -> CheckpointStore:
+        if flow.name not in self._stores:
+            policy = policy_for(flow.policy, flow.source)
+            target = self._config.clusters[flow.target]
+            store = CheckpointStore(target, policy.checkpoints_topic(flow.source))
+            self._stores[flow.name] = store.refresh()
+        return self._stores[flow.name]
+
+    def __enter__(self) -> FlowCheckpoints:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for store in self._stores.values():
+            store.close()
+
+
 def plan_failover(
     config: FerryConfig,
     group: str,
@@ -96,10 +121,12 @@ def plan_failover(
     from_checkpoints: bool = False,
     control: FlowControl | None = None,
     runs: FlowRunsStores | None = None,
+    checkpoints: FlowCheckpoints | None = None,
 ) -> FailoverPlan:
     """`control`: the flow `from->to`'s runtime override (topics added or removed over the
     API, see ferry.control), so those topics count as replicated or not as they are.
-    `runs`: offset runs already read (many groups planned in a row read them once)."""
+    `runs`, `checkpoints`: offset runs and checkpoints already read (many groups planned in
+    a row read them once)."""
     _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
@@ -112,7 +139,9 @@ def plan_failover(
             notices.append(f"{exc}; translating from the checkpoints in {to_alias} instead")
     target_admin = GroupAdmin(destination, timeout=timeout)
     if committed is None:
-        positions, not_replicated = _from_checkpoints(config, group, from_alias, to_alias)
+        positions, not_replicated = _from_checkpoints(
+            config, group, from_alias, to_alias, checkpoints
+        )
         source = "checkpoints"
     else:
         if not committed:
@@ -304,19 +333,23 @@ def _first_route(
 
 
 def _from_checkpoints(
-    config: FerryConfig, group: str, from_alias: str, to_alias: str
+    config: FerryConfig,
+    group: str,
+    from_alias: str,
+    to_alias: str,
+    read: FlowCheckpoints | None = None,
 ) -> tuple[list[Position], list[tuple[str, int, int]]]:
     """The group's checkpoints in `to`, written by the flow `from->to`; without a direct flow
     (a chain A->B->C failing over from a lost A to C), the checkpoints another flow from
     `from` wrote in its target, carried on to `to` along routes of flows that avoid `from`."""
     direct = config.flow(from_alias, to_alias)
-    checkpoints, looked_in = _checkpoints(config, direct, group), [_checkpoints_at(direct)]
+    checkpoints, looked_in = _checkpoints(config, direct, group, read), [_checkpoints_at(direct)]
     if checkpoints:
         return checkpoint_positions(checkpoints, policy_for(direct.policy, from_alias)), []
     for flow in config.flows:
         if flow.source != from_alias or flow.target == to_alias or not flow.enabled:
             continue
-        checkpoints = _checkpoints(config, flow, group)
+        checkpoints = _checkpoints(config, flow, group, read)
         looked_in.append(_checkpoints_at(flow))
         if checkpoints:
             first = checkpoint_positions(checkpoints, policy_for(flow.policy, from_alias))
@@ -333,7 +366,11 @@ def _checkpoints_at(flow: FlowConfig) -> str:
     return f"{flow.target}'s {policy.checkpoints_topic(flow.source)}"
 
 
-def _checkpoints(config: FerryConfig, flow: FlowConfig, group: str) -> list[Checkpoint]:
+def _checkpoints(
+    config: FerryConfig, flow: FlowConfig, group: str, read: FlowCheckpoints | None = None
+) -> list[Checkpoint]:
+    if read is not None:
+        return read.store(flow).of_group(group)
     policy = policy_for(flow.policy, flow.source)
     store = CheckpointStore(config.clusters[flow.target], policy.checkpoints_topic(flow.source))
     try:

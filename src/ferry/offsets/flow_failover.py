@@ -29,12 +29,17 @@ from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.flows.control import FlowControl
 from ferry.kafka.errors import kafka_errors
 from ferry.offsets import recovery_point
-from ferry.offsets.failover import FailoverPlan, NoPositionError, apply_failover, plan_failover
+from ferry.offsets.failover import (
+    FailoverPlan,
+    FlowCheckpoints,
+    NoPositionError,
+    apply_failover,
+    plan_failover,
+)
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.recovery_point import RecoveryPoint
-from ferry.offsets.stores import CheckpointStore, FlowRunsStores
+from ferry.offsets.stores import FlowRunsStores
 from ferry.offsets.translation import Position
-from ferry.policy import policy_for
 
 __all__ = [
     "EXIT_SKIPPED",
@@ -218,15 +223,19 @@ def plan_flow_failover(
     pattern = groups_pattern(groups)
     own = frozenset(f.progress_group for f in config.flows)
     report = FlowFailover(flow.name, "checkpoints", dry_run=True)
-    listed = _checkpointed(config, flow)
-    if not from_checkpoints:
-        try:
-            listed += _listed(config.clusters[flow.source], timeout)
-            report.source = "cluster"
-        except KafkaUnavailableError as exc:
-            report.notices.append(f"{exc}; every group moves from its checkpoints in {flow.target}")
-    report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
-    with FlowRunsStores(config) as runs:
+    with FlowRunsStores(config) as runs, FlowCheckpoints(config) as checkpoints:
+        # Checkpointed groups count too: Kafka 4 does not list a group whose offsets were
+        # only ever set through the admin API (as a failover sets them).
+        listed = checkpoints.store(flow).groups()
+        if not from_checkpoints:
+            try:
+                listed += _listed(config.clusters[flow.source], timeout)
+                report.source = "cluster"
+            except KafkaUnavailableError as exc:
+                report.notices.append(
+                    f"{exc}; every group moves from its checkpoints in {flow.target}"
+                )
+        report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
         for group in select_groups(listed, group_filter(flow), pattern, own):
             try:
                 plan = plan_failover(
@@ -238,6 +247,7 @@ def plan_flow_failover(
                     from_checkpoints=report.source == "checkpoints",
                     control=control,
                     runs=runs,
+                    checkpoints=checkpoints,
                 )
             except NoPositionError as exc:
                 report.groups.append(no_position(group, exc))
@@ -310,17 +320,6 @@ def _listed(cluster: ClusterConfig, timeout: float) -> list[str]:
     with kafka_errors(cluster, "list topics"):
         admin.list_topics()
     return admin.groups()
-
-
-def _checkpointed(config: FerryConfig, flow: FlowConfig) -> list[str]:
-    """Groups with checkpoints of the flow in its target (Kafka 4 does not list a group whose
-    offsets were only ever set through the admin API)."""
-    policy = policy_for(flow.policy, flow.source)
-    store = CheckpointStore(config.clusters[flow.target], policy.checkpoints_topic(flow.source))
-    try:
-        return store.refresh().groups()
-    finally:
-        store.close()
 
 
 def _recovery(
