@@ -27,19 +27,32 @@ from ferry.api.views import flow_summary, partition_rows
 from ferry.config import FerryConfig, load_config
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
-from ferry.engine.rpo_watch import RpoWatch, read_rpo
+from ferry.engine.rpo_watch import INTERVAL_SECONDS, RpoWatch, read_rpo
+from ferry.engine.runner import Runner
 from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
 from ferry.local.broker import BrokerProcess
 from ferry.monitor.service import MonitorService
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
-from tests.integration.replication_setup import write_config
+from tests.integration.replication_setup import run_beside, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.dr]
 
 PARTITIONS = 3
 HOUR_MS = 3_600_000
+
+
+def _rpo_of(text: str, topic: str) -> dict[int, float]:
+    """`ferry_rpo_seconds` of flow A->B and `topic` by partition, in Prometheus text."""
+    return {
+        int(s.labels["partition"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "ferry_rpo_seconds"
+        and s.labels["flow"] == "A->B"
+        and s.labels["topic"] == topic
+    }
 
 
 class _Monitor:
@@ -58,15 +71,7 @@ class _Monitor:
         """`ferry_rpo_seconds` of `topic` by partition, scraped as Prometheus does."""
         url = f"http://127.0.0.1:{self.server.port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        return {
-            int(s.labels["partition"]): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-            if s.name == "ferry_rpo_seconds"
-            and s.labels["flow"] == "A->B"
-            and s.labels["topic"] == topic
-        }
+            return _rpo_of(response.read().decode(), topic)
 
     def stop(self) -> None:
         self.server.stop()
@@ -195,3 +200,28 @@ def test_rpo_rises_while_ferry_is_stopped_and_returns_to_zero_once_it_copies(
         assert _run_view(load_config(config), topic_name) == (0, dict.fromkeys(range(3), 0))
     finally:
         monitor.stop()
+
+
+def test_ferry_runs_own_metrics_serve_the_rpo_of_each_partition(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    a = kafka_clusters["A"].bootstrap
+    create_topic(a, topic_name, 2)
+    produce(a, topic_name, [Rec(i % 2, b"k", b"v", (), int(time.time() * 1000)) for i in range(50)])
+    runner = Runner(
+        load_config(write_config(tmp_path, kafka_clusters, topics=topic_name)),
+        spark=spark,
+        metrics_port=0,
+    )
+
+    def rpo_served() -> None:
+        def caught_up() -> bool:
+            if runner.metrics_url is None:
+                return False
+            with urllib.request.urlopen(runner.metrics_url, timeout=10) as response:
+                return _rpo_of(response.read().decode(), topic_name) == {0: 0.0, 1: 0.0}
+
+        # Measured every INTERVAL_SECONDS from the start: a few intervals at most.
+        wait_for(caught_up, 6 * INTERVAL_SECONDS + 60, "ferry run's ferry_rpo_seconds at 0")
+
+    run_beside(runner, rpo_served)
