@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess, restart_broker
 from tests.conftest import TEST_BROKER
 from tests.ferry_cli import run_ferry
+from tests.integration.group_helpers import commit_group
 from tests.integration.kafka_helpers import cluster_id, create_topic, wait_for
 from tests.integration.replication_setup import run_once, write_config
 
@@ -221,7 +223,9 @@ def test_report_only_lists_exactly_the_records_b_lacks(lost: Lost, tmp_path: Pat
     assert "RPO" in table.stdout and "progress" in table.stdout
 
 
-def test_replay_copies_them_once_and_a_second_replay_nothing(lost: Lost, tmp_path: Path) -> None:
+def test_replay_copies_them_once_and_a_second_replay_nothing(
+    lost: Lost, tmp_path: Path, spark: Any
+) -> None:
     config = lost.config(tmp_path, "replay")
     code, plan = _reconcile(config, "--replay")
     assert code == 0
@@ -244,6 +248,26 @@ def test_replay_copies_them_once_and_a_second_replay_nothing(lost: Lost, tmp_pat
     assert _ids(_read(b, f"A.{lost.topic('replay')}")) == _ids(on_b)
     code, report = _reconcile(config, "--report-only")
     assert code == 0 and report["stranded"] == 0
+
+    # The position commit lost (a crash right after the transactions): the runs on B still
+    # say the replayed records are there.
+    commit_group(b, "ferry-A-to-B", {(f"A.{p['topic']}", p["partition"]): p["position"]
+                                     for p in plan["partitions"]})  # fmt: skip
+    code, report = _reconcile(config, "--replay")
+    assert code == 0 and report["stranded"] == 0 and report["applied"]["written"] == 0
+    assert {p["position_from"] for p in report["partitions"]} == {"runs"}
+    assert _ids(_read(b, f"A.{lost.topic('replay')}")) == _ids(on_b)
+
+    # The reverse flow B->A (default policy) never copies A.<topic> back to A.
+    topic = lost.topic("replay")
+    a = lost.clusters["A"].bootstrap
+    before = _ids(_read(a, topic))
+    (tmp_path / "back").mkdir()
+    back = write_config(tmp_path / "back", lost.clusters, flows=("B->A",), topics=f"A\\.{topic}")
+    run_once(back, spark)
+    assert _ids(_read(a, topic)) == before
+    names = AdminClient({"bootstrap.servers": a}).list_topics(timeout=10).topics
+    assert f"B.A.{topic}" not in names
 
 
 def test_divert_writes_them_to_a_quarantine_topic(lost: Lost, tmp_path: Path) -> None:
