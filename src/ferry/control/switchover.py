@@ -77,6 +77,9 @@ __all__ = ["STOP_AFTER_ENV", "SwitchoverOptions", "SwitchoverReport", "switchove
 STOP_AFTER_ENV = "FERRY_SWITCHOVER_STOP_AFTER"
 ORIGIN_HEADER = "ferry.origin"
 PROGRESS_EVERY = 5.0  # seconds between the drain's progress lines
+# (topic, principal) of a DENY WRITE that matches nothing: created and deleted at once to
+# learn whether a cluster has an authorizer.
+PROBE_ACL = ("ferry-switchover-probe", "User:ferry-switchover-probe")
 TP = tuple[str, int]
 RecordId = tuple[str, str, int, int]  # the first cluster's alias, topic, partition, offset
 
@@ -185,9 +188,16 @@ class _Acls:
             for b in self._wait(future, "read its ACLs")
         ]
 
-    def has_authorizer(self) -> bool:
+    def has_authorizer(self, *, probe: bool = True) -> bool:
+        """Whether the cluster has an ACL authorizer. A broker without one may answer
+        describe-ACLs with an empty list instead of SECURITY_DISABLED, so with `probe` an ACL
+        that matches nothing (PROBE_ACL) is created and deleted: refused with
+        SECURITY_DISABLED there."""
         try:
             self.entries()
+            if probe:
+                self.create([PROBE_ACL], "DENY")
+                self.delete([PROBE_ACL], "DENY")
         except _NoAuthorizer:
             return False
         return True
@@ -200,7 +210,18 @@ class _Acls:
                 self._wait(future, "create ACLs")
 
     def delete(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
-        filters: list[Any] = [_binding(t, principal, permission) for t, principal in acls]
+        filters = [
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                topic,
+                ResourcePatternType.LITERAL,
+                principal,
+                "*",
+                AclOperation.WRITE,
+                AclPermissionType[permission],
+            )
+            for topic, principal in acls
+        ]
         if filters:
             futures = self._admin.delete_acls(filters, request_timeout=self._timeout)
             for future in futures.values():
@@ -289,7 +310,7 @@ class _Switchover:
         observed = Observed(
             flow_runs=mine.runs(self.flow.enabled),
             reverse_runs=theirs.runs(self.reverse.enabled),
-            authorizer=self.source_acls.has_authorizer(),
+            authorizer=self.source_acls.has_authorizer(probe=not self.options.dry_run),
         )
         return decide(
             self.flow.name,
@@ -498,7 +519,11 @@ class _Switchover:
         copied: dict[TP, list[RecordId]] = {}
         try:
             for topic, partition, start, end in record.window:
-                ids = _read_ids(self.source, topic, partition, start, end, self.flow.source)
+                ids = [
+                    i
+                    for i in _read_ids(self.source, topic, partition, start, end, self.flow.source)
+                    if i[0] != self.flow.target  # came from the target: the flow skips it
+                ]
                 on_source[(topic, partition)] = set(ids)
                 if not ids:
                     continue
