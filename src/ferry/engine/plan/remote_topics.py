@@ -44,9 +44,9 @@ __all__ = ["RemoteTopic", "TopicManager"]
 TP = tuple[str, int]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's broker default, used if a describe says nothing
-# How much longer to wait, per partition just created, for the target's broker to know the
-# new topics (on top of the timeout): 10,000 partitions, 100 s more.
-NEW_PARTITION_SECONDS = 0.01
+# How much longer to wait, per partition its broker does not know yet, for the target's broker to know the
+# new topics (on top of the timeout): 10,000 partitions, 200 s more.
+NEW_PARTITION_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -145,11 +145,7 @@ class TopicManager:
                 grow[remote[topic]] = (len(existing.partitions), partitions)
         if grow:
             self._expand(grow)
-        limits = self._max_message_bytes(
-            list(remote.values()),
-            just_created={remote[t] for t in missing},
-            new_partitions=sum(selected[t] for t in missing),
-        )
+        limits = self._max_message_bytes({remote[t]: n for t, n in selected.items()})
         return {
             t: RemoteTopic(t, remote[t], n, limits.get(remote[t], DEFAULT_MAX_MESSAGE_BYTES))
             for t, n in selected.items()
@@ -242,21 +238,21 @@ class TopicManager:
             ):
                 future.result(self._timeout)
 
-    def _max_message_bytes(
-        self, topics: list[str], just_created: set[str], new_partitions: int = 0
-    ) -> dict[str, int]:
-        """Each topic's max.message.bytes on the target, waiting for the just-created ones
-        until the broker answering knows them: the controller accepted them, but a broker
-        creates thousands of new partitions' logs over many seconds (10,000 on 2 cores: about
-        a minute), so the wait grows with the partitions created, and runs again from every
-        topic that became known."""
-        if not topics:
+    def _max_message_bytes(self, partitions: dict[str, int]) -> dict[str, int]:
+        """Each remote topic's max.message.bytes on the target (`partitions`: remote topic,
+        partition count), waiting for those the broker answering does not know yet.
+
+        The controller accepted them (this run or another created them a moment ago), but a
+        broker creates thousands of new partitions' logs over many seconds (10,000 on 2
+        cores: up to a minute and more), so the wait grows with the partitions not known yet,
+        and runs again from every topic that became known."""
+        if not partitions:
             return {}
         limits: dict[str, int] = {}
-        pending = list(topics)
+        pending = list(partitions)
         waiting = len(pending)
-        allowance = self._timeout + NEW_PARTITION_SECONDS * new_partitions
-        deadline = time.monotonic() + allowance
+        allowance = self._timeout
+        deadline: float | None = None  # set after the first round, from what was unknown
         while pending:
             resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
             pending = []
@@ -266,19 +262,18 @@ class TopicManager:
             for resource, future in futures.items():
                 try:
                     entries = future.result(self._timeout)
-                except KafkaException as exc:  # asks again for a just-created topic: per code
+                except KafkaException as exc:  # asks again for a topic not known yet: per code
                     error = kafka_error_of(exc)
                     unknown = error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-                    # A topic created a moment ago may not be known to the broker answering.
-                    if unknown and resource.name in just_created and time.monotonic() < deadline:
+                    if unknown and (deadline is None or time.monotonic() < deadline):
                         pending.append(resource.name)
                         continue
                     fix: Callable[[KafkaError], str] | str = self._fix(self.target, resource.name)
-                    if unknown and resource.name in just_created:
+                    if unknown:
                         fix = (
-                            f"ferry created it, but {self.target.alias}'s broker did not know it "
-                            f"within {allowance:.0f} s; its log says why (a broker that cannot "
-                            "create its partitions' logs: disk, open files)"
+                            f"its broker did not know it within {allowance:.0f} s of ferry asking; "
+                            "its log says why (a broker that cannot create its partitions' "
+                            "logs: disk, open files)"
                         )
                     raise ferry_error(
                         self.target, exc, "describe topic", topic=resource.name, fix=fix
@@ -287,10 +282,13 @@ class TopicManager:
                 if entry is not None and entry.value is not None:
                     limits[resource.name] = int(entry.value)
             if pending:
-                # Thousands of new partitions reach the broker's metadata over many seconds:
-                # the deadline runs from the last topic that became known, not from the start.
-                if len(pending) < waiting:
-                    deadline = max(deadline, time.monotonic() + self._timeout)
+                now = time.monotonic()
+                if deadline is None:
+                    unknown_partitions = sum(partitions[t] for t in pending)
+                    allowance = self._timeout + NEW_PARTITION_SECONDS * unknown_partitions
+                    deadline = now + allowance
+                elif len(pending) < waiting:
+                    deadline = max(deadline, now + self._timeout)
                 waiting = len(pending)
                 time.sleep(0.2)
         return limits
