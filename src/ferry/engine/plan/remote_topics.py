@@ -44,8 +44,8 @@ __all__ = ["RemoteTopic", "TopicManager"]
 TP = tuple[str, int]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's broker default, used if a describe says nothing
-# How much longer to wait, per partition its broker does not know yet, for the target's broker to know the
-# new topics (on top of the timeout): 10,000 partitions, 200 s more.
+# How much longer to wait, per partition the target's broker does not know yet, for it to know
+# new remote topics (on top of the timeout): 10,000 partitions, 200 s more.
 NEW_PARTITION_SECONDS = 0.02
 
 
