@@ -5,11 +5,14 @@ lands in its exactly-once file sink once, by id.
 The source is a cluster of this module's own (P), really stopped; the target is the session's
 B. A producer writes ids to P throughout. The query (Kafka source, a JSON file sink with its
 `_spark_metadata` log) is stopped mid-stream; ferry copies P to B; the query runs one more
-batch on P past what ferry copied, and a crash before that batch's sink commit is reproduced
-by removing its entries from `commits/` and `_spark_metadata/` (the state Spark leaves when
-the sink's job fails). P is stopped; the checkpoint is moved to B (the planned batch removed,
-since its sink holds none of it) and the query resumes on B's copies; then P comes back and
-the checkpoint is moved back to P, where the query reads what never reached B.
+batch on P past what ferry copied, and Spark stopping before it committed that batch is
+reproduced by removing it from `commits/`, in two cases:
+- the sink's job failed too (the batch is not in `_spark_metadata/` either), and the batch's
+  records never reached B: ferry removes the planned batch, Spark plans it again over B;
+- the sink committed it (a crash between the two logs) after ferry copied its records too:
+  ferry translates its end offsets, and the sink skips the batch when Spark runs it again.
+P is stopped; the checkpoint is moved to B and the query resumes on B's copies; then P comes
+back and the checkpoint is moved back to P, where the query reads what never reached B.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ferry.client import fail_over_spark_checkpoint
+from ferry.engine.spark.checkpoint_files import HadoopStorage
 from ferry.local.broker import BrokerProcess, restart_broker
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
@@ -124,15 +128,25 @@ def sink_log(output: Path) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
-def crash_before_sink_commit(checkpoint: Path, output: Path, batch: int) -> None:
-    """The state Spark leaves when batch `batch`'s sink job fails: planned, in neither log."""
-    for log in (checkpoint / "commits", output / "_spark_metadata"):
+def crash(checkpoint: Path, output: Path, batch: int, *, sink_committed: bool) -> None:
+    """The state Spark leaves when it stops during batch `batch`: planned, not in commits/;
+    in the sink's log too when the sink committed it (a crash between the two logs), not
+    when the sink's job failed."""
+    logs = [checkpoint / "commits"] + ([] if sink_committed else [output / "_spark_metadata"])
+    for log in logs:
         for name in (str(batch), f"{batch}.compact"):
             (log / name).unlink(missing_ok=True)
             (log / f".{name}.crc").unlink(missing_ok=True)
 
 
+@pytest.mark.parametrize(
+    ("sink_committed", "planned"),
+    [(False, "removed"), (True, "translated")],
+    ids=["sink-did-not-write-the-planned-batch", "sink-wrote-it"],
+)
 def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_once(
+    sink_committed: bool,
+    planned: str,
     private: dict[str, BrokerProcess],
     kafka_clusters: dict[str, BrokerProcess],
     spark: Any,
@@ -162,7 +176,7 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
             query.stop()
         copied = run_ferry("run", "-c", str(config), "--once")
         assert copied.returncode == 0, copied.stderr
-        # One more batch on P, past what ferry copied; its sink commit "fails".
+        # One more batch on P, past what ferry copied; Spark stops before committing it.
         wait_for(
             lambda: record_count(p, topic) > record_count(b, remote) + 50, 60, "P ahead of its copy"
         )
@@ -171,7 +185,10 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
         assert run.exception() is None, run.exception()
         last = committed(checkpoint)[-1]
         assert sink_log(output)[-1] == last
-        crash_before_sink_commit(checkpoint, output, last)
+        if sink_committed:  # ferry copies the batch's records too: its end offsets all map
+            again = run_ferry("run", "-c", str(config), "--once")
+            assert again.returncode == 0, again.stderr
+        crash(checkpoint, output, last, sink_committed=sink_committed)
     finally:
         acked = writer.stop()
     before_failover = output_ids(spark, output)
@@ -180,14 +197,14 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
     # Failover: dry run first (writes nothing), then the rewrite.
     files_before = {f: f.read_bytes() for f in checkpoint.rglob("*") if f.is_file()}
     dry = run_ferry_failover(config, checkpoint, output, "P", "B", "--dry-run", "--json")
-    assert dry["planned_batch"] == last and dry["planned_batch_action"] == "removed"
+    assert dry["planned_batch"] == last and dry["planned_batch_action"] == planned
     assert dry["committed_batch"] == last - 1 and dry["subscribe"] == remote
     assert {f: f.read_bytes() for f in checkpoint.rglob("*") if f.is_file()} == files_before
     moved = run_ferry_failover(config, checkpoint, output, "P", "B", "--json")
     assert moved["subscribe"] == remote and not moved["dry_run"]
     backup = checkpoint / moved["backup"]
     assert (backup / f"offsets/{last}").read_bytes() == files_before[checkpoint / f"offsets/{last}"]
-    assert not (checkpoint / f"offsets/{last}").exists()
+    assert (checkpoint / f"offsets/{last}").exists() == (planned == "translated")
 
     run_to_end(spark, b, moved["subscribe"], checkpoint, output)
     on_b = [
@@ -203,9 +220,12 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
     assert set(after_failover) == set(on_b)  # every record that reached B, once; nothing else
     assert set(before_failover) <= set(on_b)
 
-    # Failback: P is back; the client library moves the checkpoint to P.
+    # Failback: P is back; the client library moves the checkpoint to P, once through
+    # Hadoop's FileSystem (as for a checkpoint on HDFS or S3), once by plain file I/O.
     restart_broker(p_broker)
-    back = fail_over_spark_checkpoint(config, checkpoint, "B", "P")
+    where = HadoopStorage(spark, checkpoint.as_uri()) if sink_committed else checkpoint
+    back = fail_over_spark_checkpoint(config, where, "B", "P")
+    assert (checkpoint / back.backup / f"offsets/{back.committed}").is_file()
     assert back.subscribe == topic and back.planned is None
     run_to_end(spark, p, back.subscribe, checkpoint, output)
     final = output_ids(spark, output)
