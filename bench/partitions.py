@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from bench.engine_once import machine_info
@@ -55,6 +55,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mm2-tasks", type=int, default=2)
     parser.add_argument("--plans", type=int, default=5, help="planner rounds per shape")
     parser.add_argument("--skip-mm2", action="store_true")
+    parser.add_argument(
+        "--timeout", type=float, default=COPY_TIMEOUT, help="seconds per copy at most"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     return parser.parse_args()
 
@@ -76,20 +79,31 @@ def make_source(bootstrap: str, names: list[str], partitions: int, records: int)
         for future in admin.create_topics([NewTopic(n, partitions, 1) for n in batch]).values():
             future.result(180)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
-    failures: list[Any] = []
+    pending = {(name, i) for name in names for i in range(records)}
+    refused: set[tuple[str, int]] = set()
+    other: list[Any] = []
 
-    def on_delivery(err: Any, _msg: Any) -> None:
+    def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
-            failures.append(err)
+            refused.add((msg.topic(), int(msg.value()[1:])))  # the value is b"v<i>"
+            if err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                other.append(err)
 
-    for name in names:
-        for i in range(records):
+    deadline = time.monotonic() + 300
+    # The controller answers before the broker leads every new partition: a record for one
+    # it does not lead yet is refused (UNKNOWN_TOPIC_OR_PART) and produced again.
+    while pending:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(pending)} records of the backlog still refused after 300 s")
+        refused.clear()
+        for name, i in sorted(pending):
             producer.produce(
                 name, value=b"v%d" % i, partition=i % partitions, on_delivery=on_delivery
             )
             producer.poll(0)
-    if producer.flush(300) or failures:
-        raise RuntimeError(f"the backlog was not delivered: {failures[:3]}")
+        if producer.flush(300) or other:
+            raise RuntimeError(f"the backlog was not delivered: {other[:3]}")
+        pending = set(refused)
     return len(names) * records
 
 
@@ -124,7 +138,12 @@ def driver_peak_rss(pid: int) -> int:
 
 
 def time_until_copied(
-    proc: MeasuredProcess, count: Callable[[], int], expected: int, *, exits: bool
+    proc: MeasuredProcess,
+    count: Callable[[], int],
+    expected: int,
+    *,
+    exits: bool,
+    timeout: float = COPY_TIMEOUT,
 ) -> dict[str, Any]:
     """Poll the target until it holds `expected` records; the copy's figures."""
     driver_peak = 0
@@ -145,8 +164,8 @@ def time_until_copied(
         code = proc.poll()
         if code is not None and not (exits and code == 0):
             raise RuntimeError(f"{proc.log.name} exited {code}:\n{proc.stderr_tail()}")
-        if now - proc.began > COPY_TIMEOUT:
-            raise TimeoutError(f"{proc.log.name}: {held} of {expected} after {COPY_TIMEOUT:.0f}s")
+        if now - proc.began > timeout:
+            raise TimeoutError(f"{proc.log.name}: {held} of {expected} after {timeout:.0f} s")
         time.sleep(POLL_SECONDS)
 
 
@@ -206,7 +225,11 @@ def run_shape(
     remote = [ferry.target(n) for n in names]
     try:
         copied = time_until_copied(
-            proc, lambda: target_records(target, remote, partitions), expected, exits=True
+            proc,
+            lambda: target_records(target, remote, partitions),
+            expected,
+            exits=True,
+            timeout=args.timeout,
         )
         proc.wait(300)
     finally:
@@ -221,7 +244,11 @@ def run_shape(
         remote = [mm2.target(n) for n in names]
         try:
             copied = time_until_copied(
-                proc, lambda: target_records(target, remote, partitions), expected, exits=False
+                proc,
+                lambda: target_records(target, remote, partitions),
+                expected,
+                exits=False,
+                timeout=args.timeout,
             )
         except TimeoutError as exc:  # recorded, not fatal: the other shapes still run
             copied = {"seconds": None, "note": str(exc)}
