@@ -1,0 +1,79 @@
+"""What `ferry run` does with control records other processes wrote (`Controller.follow`):
+a pause acts on the running flow, and a record turning a flow the file disables on (and the
+running one off) changes the flows that run. The logs are fakes (no broker);
+tests/integration/test_switchover.py does it with a running ferry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferry.config import load_config
+from ferry.config.model import FerryConfig
+from ferry.control.controller import Controller
+from ferry.control.log import ControlLog, switchable_flows
+from ferry.engine.flow_state import FlowState
+from ferry.flows.control import FlowControl
+
+
+def _config(tmp_path: Path) -> FerryConfig:
+    path = tmp_path / "ferry.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        f"A->B.enabled = true\ntopics = orders\nferry.state.dir = {tmp_path / 'state'}\n"
+    )
+    return load_config(path)
+
+
+class FollowedLog(ControlLog):
+    """A control topic in memory that other processes write to."""
+
+    def __init__(self, config: FerryConfig, alias: str) -> None:
+        super().__init__(config.clusters[alias], "ferry-control.internal")
+        self.records: dict[str, FlowControl] = {}
+
+    def read(self) -> dict[str, FlowControl]:
+        return dict(self.records)
+
+    def follow(self) -> dict[str, FlowControl]:
+        return dict(self.records)
+
+
+def test_the_reverse_of_each_enabled_flow_has_its_control_record_read(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert [f.name for f in switchable_flows(config)] == ["A->B", "B->A"]
+    controller = Controller.of(config, print)
+    assert set(controller.logs) == {"A->B"} and set(controller.standby) == {"B->A"}
+    assert controller.standby["B->A"].where == "ferry-control.internal on A"
+
+
+def test_records_written_elsewhere_pause_a_flow_and_switch_which_flows_run(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    on_b, on_a = FollowedLog(config, "B"), FollowedLog(config, "A")
+    notices: list[str] = []
+    controller = Controller(config, notices.append, logs={"A->B": on_b}, standby={"B->A": on_a})
+    controller.restore()
+    assert controller.follow() is None and notices == []
+
+    on_b.records["A->B"] = FlowControl().pause()
+    assert controller.follow() is None  # the same flows run
+    state = FlowState(tmp_path / "state" / "A-to-B")
+    assert state.control().paused and state.replan_marker.exists()
+    assert notices == ["flow A->B: paused, as recorded in ferry-control.internal on B"]
+
+    on_b.records["A->B"] = FlowControl().pause().enable(False)
+    on_a.records["B->A"] = FlowControl().enable(True)
+    changed = controller.follow()
+    assert changed is not None and [f.name for f in changed.enabled_flows] == ["B->A"]
+    assert set(controller.flows) == {"B->A"}
+    assert notices[1:] == [
+        "flow A->B: stopped; paused, as recorded in ferry-control.internal on B",
+        "flow B->A: runs, as recorded in ferry-control.internal on A",
+    ]
+    assert controller.follow() is None  # said once
+
+    # A restart runs what the records say.
+    restarted = Controller(config, print, logs={"A->B": on_b}, standby={"B->A": on_a})
+    restarted.restore()
+    assert [f.name for f in restarted.effective().enabled_flows] == ["B->A"]
