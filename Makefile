@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml setup.py src/ferry/engine/copy/native/fastcopy.c
 # Two pytest workers: the integration tests in order on one (one set of clusters and one Spark,
 # see tests/conftest.py), the unit tests on the other.
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_CI)
+	$(BIN)/pytest -n 2 $(PYTEST_CI)
 
 unit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
