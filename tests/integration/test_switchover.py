@@ -31,6 +31,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -111,9 +112,13 @@ class Writer:
         n = 0
         while not self._stop.is_set():
             value = f"{self.tag}-{n}".encode()
-            self._producer.produce(
-                self.topic, value=value, partition=n % PARTITIONS, on_delivery=self._delivered
-            )
+            try:
+                self._producer.produce(
+                    self.topic, value=value, partition=n % PARTITIONS, on_delivery=self._delivered
+                )
+            except KafkaException as exc:  # refused before it was sent (metadata)
+                self.refused += 1
+                self.refusal = self.refusal or str(exc)
             self._producer.poll(0.02)
             n += 1
         self._producer.flush(30)
@@ -127,7 +132,7 @@ def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({**SASL_ADMIN_CLIENT, "bootstrap.servers": bootstrap})
 
 
-def _write_acls(admin: AdminClient, topic: str) -> set[tuple[str, str]]:
+def _write_acls(bootstrap: str, topic: str) -> set[tuple[str, str]]:
     """(principal, permission) of the literal WRITE ACLs on `topic`."""
     wanted = AclBindingFilter(
         ResourceType.TOPIC,
@@ -138,7 +143,8 @@ def _write_acls(admin: AdminClient, topic: str) -> set[tuple[str, str]]:
         AclOperation.WRITE,
         AclPermissionType.ANY,
     )
-    return {(b.principal, b.permission_type.name) for b in admin.describe_acls(wanted).result(30)}
+    found = _admin(bootstrap).describe_acls(wanted, request_timeout=30).result(60)
+    return {(b.principal, b.permission_type.name) for b in found}
 
 
 def _records(bootstrap: str, topic: str) -> list[tuple[str, str | None]]:
@@ -198,10 +204,13 @@ def _commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int
 
 
 def _committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    result = _admin(bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    admin = _admin(bootstrap)
+    result = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=30
+    )
     return {
         (tp.topic, tp.partition): tp.offset
-        for tp in result[group].result(30).topic_partitions or ()
+        for tp in result[group].result(60).topic_partitions or ()
         if tp.offset >= 0
     }
 
@@ -232,7 +241,7 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
 ) -> None:
     s, t = secured_pair["S"].bootstrap, secured_pair["T"].bootstrap
     topic, group = topic_name, f"{topic_name}-app"
-    admin_s, admin_t = _admin(s), _admin(t)
+    admin_s = _admin(s)
     admin_s.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     alice_writes = AclBinding(
         ResourceType.TOPIC,
@@ -245,7 +254,7 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
     )
     for future in admin_s.create_acls([alice_writes]).values():
         future.result(30)
-    wait_for(lambda: bool(_write_acls(admin_s, topic)), 30, "alice's ACL listed on S")
+    wait_for(lambda: bool(_write_acls(s, topic)), 30, "alice's ACL listed on S")
     produce(
         s,
         topic,
@@ -276,11 +285,12 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
     options = SwitchoverOptions(deadline=120)
 
     def actions() -> None:
+        print("stage: waiting for S->T to copy")
         wait_for(lambda: sum(_values(t, topic, "S").values()) >= 40, 120, "S->T copying")
         writer = Writer(s, topic, "live").start()
         wait_for(lambda: len(writer.acked) >= 50, 60, "alice writing S")
 
-        # Cut after the drain, then resumed.
+        print("stage: switchover cut after the drain")  # Cut after the drain, then resumed.
         os.environ[STOP_AFTER_ENV] = "drain"
         try:
             with pytest.raises(FerryError, match="stopped after step drain"):
@@ -295,8 +305,9 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
         cut = SwitchoverRecord.from_bytes(raw)
         assert (cut.state, cut.done) == ("running", ("fence", "drain"))
         assert [(f.topic, f.principal) for f in cut.fence] == [(topic, "User:alice")]
-        assert ("User:alice", "DENY") in _write_acls(admin_s, topic)
+        assert ("User:alice", "DENY") in _write_acls(s, topic)
 
+        print("stage: resumed", lines)
         report = switchover(config, "S->T", options, say=lines.append)
         assert (report.action, report.resumed_at) == ("done", "groups")
         assert report.record is not None and report.record.done == (
@@ -313,10 +324,11 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
         acked = ["first-" + str(i) for i in range(40)] + writer.acked
         assert {v: on_t[v] for v in acked} == dict.fromkeys(acked, 1)  # each exactly once
         assert _committed(t, group) == {(topic, 0): 10, (topic, 1): 10}
-        assert ("User:alice", "ALLOW") in _write_acls(admin_t, topic)
+        assert ("User:alice", "ALLOW") in _write_acls(t, topic)
         assert recorded_control(config, "S", "T") == FlowControl().enable(False)
         assert recorded_control(config, "T", "S") == FlowControl().enable(True)
 
+        print("stage: reversed", lines, notices)
         # The running ferry run reverses without a restart; alice writes T, it reaches S.
         wait_for(lambda: any("running flows T->S" in n for n in notices), 60, "T->S running")
         produce(
@@ -331,6 +343,7 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
             "alice's writes on T copied to S",
         )
 
+        print("stage: switching back")
         # Switching back: alice fenced on T, the fence on S taken back, S->T runs again.
         produce(
             t,
@@ -339,11 +352,12 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
             ALICE,
         )
         back = switchover(config, "T->S", options, say=lines.append)
+        print("stage: switched back", lines, notices)
         assert back.action == "done"
         assert all(p.missing == 0 for p in back.proof)
         assert sum(v.startswith("late-t-") for v in _values(s, topic, "T")) == 10
-        assert ("User:alice", "DENY") not in _write_acls(admin_s, topic)
-        assert ("User:alice", "DENY") in _write_acls(admin_t, topic)
+        assert ("User:alice", "DENY") not in _write_acls(s, topic)
+        assert ("User:alice", "DENY") in _write_acls(t, topic)
         assert recorded_control(config, "S", "T") == FlowControl()  # as the file says
         assert recorded_control(config, "T", "S") == FlowControl()
         wait_for(
