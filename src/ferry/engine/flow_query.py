@@ -67,6 +67,9 @@ class FlowQuery:
     head: HeadStart | None = None  # the driver's copy while Spark started
     progress: FlowProgress = field(init=False)
     last_sample: tuple[float, int, int] = (0.0, 0, 0)
+    # The counters as last read, and what they were read from: the progress is looked at four
+    # times a second, and reading 10,000 partitions' counters takes most of a core.
+    _stats: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
 
     def __post_init__(self) -> None:
         self.progress = FlowProgress(self.flow.name)
@@ -142,7 +145,10 @@ class FlowQuery:
             self.query.stop()
 
     def update_progress(self, now: float, notice: Callable[[str], None]) -> None:
-        stats = self.state.stats()
+        signature = self.state.stats_signature()
+        if signature != self._stats[0] or not signature:
+            self._stats = (signature, self.state.stats())
+        stats = self._stats[1]
         base = self.baseline or {}
         p = self.progress
         p.records = stats.get("records", 0) - base.get("records", 0)

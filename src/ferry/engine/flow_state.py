@@ -147,6 +147,20 @@ class FlowState:
                 _accumulate(stats, partitions)
         return stats
 
+    def stats_signature(self) -> tuple[tuple[str, int, int, int], ...]:
+        """What `stats()` reads, as (name, inode, size, modification time) per file: equal
+        signatures, equal stats. Several times cheaper to take than `stats()` with thousands of
+        partitions, so a caller polling many times a second reads them only when changed."""
+        paths = [self.directory / "stats.json", *sorted(self.live_dir.glob("*.json"))]
+        signature = []
+        for path in paths:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            signature.append((path.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+        return tuple(signature)
+
     def _live(self) -> dict[str, list[dict[str, Any]]]:
         return {name: list(task.partitions) for name, task in self.running_tasks().items()}
 
