@@ -20,6 +20,12 @@ from hypothesis import settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# pytest-xdist's workers (make test) start with COLUMNS=80 and LINES=24 in their environment,
+# which ferry's console honours as the terminal's width; a test sees what a single pytest
+# process sees, where neither is set.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
