@@ -143,7 +143,8 @@ def _write_acls(bootstrap: str, topic: str) -> set[tuple[str, str]]:
         AclOperation.WRITE,
         AclPermissionType.ANY,
     )
-    found = _admin(bootstrap).describe_acls(wanted, request_timeout=30).result(60)
+    admin = _admin(bootstrap)  # kept until the answer: a dropped client ends its requests
+    found = admin.describe_acls(wanted, request_timeout=30).result(60)
     return {(b.principal, b.permission_type.name) for b in found}
 
 
