@@ -1,7 +1,7 @@
 """Many partitions: a small backlog over thousands of partitions, ferry against MirrorMaker 2.
 
-Two local clusters (`ferry local up`, 1 GiB of heap each). For each shape (`--shapes`,
-topics x partitions: 100 x 10, 1,000 x 10 and 100 x 100 by default) fresh source topics get
+Two fresh local clusters per shape (`ferry local up`, 1 GiB of heap each). For each shape
+(`--shapes`, topics x partitions: 100 x 10, 1,000 x 10 and 100 x 100 by default) source topics get
 `--records` records per topic (one per partition, round-robin); then, one after the other on
 the same source topics:
 
@@ -326,13 +326,15 @@ def main() -> None:
     compile_ferry()
     began = time.monotonic()
     runs: list[dict[str, Any]] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="ferry-bench-partitions-") as tmp,
-        local_clusters(Path(tmp) / "clusters") as bootstraps,
-    ):
-        warm_up(bootstraps[0])
-        warm_up(bootstraps[1])
-        for topics, partitions in shapes:
+    # Fresh clusters per shape: a broker holding every shape's topics (and both copies of
+    # them) would hold more partitions' log files than a process may open (ulimit -n).
+    for topics, partitions in shapes:
+        with (
+            tempfile.TemporaryDirectory(prefix="ferry-bench-partitions-") as tmp,
+            local_clusters(Path(tmp) / "clusters") as bootstraps,
+        ):
+            warm_up(bootstraps[0])
+            warm_up(bootstraps[1])
             runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
     report = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
