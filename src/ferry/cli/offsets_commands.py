@@ -186,9 +186,51 @@ def failover(
             "(re-delivers the last record consumed) instead of exact translation",
         ),
     ] = False,
+    spark_checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-checkpoint",
+            metavar="DIR",
+            help="Move a Spark Structured Streaming query reading Kafka instead of a group: "
+            "its checkpoint (a path or any URI Spark reads) is rewritten for --to, the "
+            "originals kept in DIR/ferry-backup",
+        ),
+    ] = None,
+    sink_log: Annotated[
+        str | None,
+        typer.Option(
+            "--sink-log",
+            metavar="DIR",
+            help="With --spark-checkpoint: the query's sink batch log (<output>/_spark_metadata), "
+            "read when a planned batch has no copy on --to",
+        ),
+    ] = None,
 ) -> None:
     """Commit a consumer group's translated offsets on another cluster (failover, failback);
-    with --flow, every group the flow syncs (exit 3 when some were skipped)."""
+    with --flow, every group the flow syncs (exit 3 when some were skipped); with
+    --spark-checkpoint, a Spark query's checkpoint instead of a group."""
+    if spark_checkpoint is not None:
+        if group is not None or flow is not None or from_checkpoints or by_timestamp:
+            raise typer.BadParameter(
+                "--spark-checkpoint moves a Spark query, not a group: leave out --group, "
+                "--flow, --from-checkpoints and --by-timestamp"
+            )
+        if from_alias is None or to_alias is None:
+            raise typer.BadParameter("--spark-checkpoint needs --from and --to")
+        from ferry.cli.spark_checkpoint_command import spark_checkpoint_failover
+
+        spark_checkpoint_failover(
+            load(config),
+            spark_checkpoint,
+            from_alias,
+            to_alias,
+            sink_log=sink_log,
+            dry_run=dry_run,
+            as_json=as_json,
+        )
+        return
+    if sink_log is not None:
+        raise typer.BadParameter("--sink-log goes with --spark-checkpoint")
     if flow is not None:
         if group is not None or from_alias is not None or to_alias is not None or by_timestamp:
             raise typer.BadParameter(

@@ -26,11 +26,14 @@ def spark_checkpoint_failover(
     query must subscribe to. A checkpoint that cannot be moved exactly raises
     `CheckpointRefused` (a FerryError: one line, exit 1) and nothing is changed."""
     from ferry.engine.spark.checkpoint_files import checkpoint_storage, session_for
-    from ferry.offsets.spark_checkpoint_io import fail_over_spark_checkpoint
+    from ferry.offsets.spark_checkpoint import positions
+    from ferry.offsets.spark_checkpoint_io import fail_over_spark_checkpoint, read_checkpoint
 
     spark = session_for(cfg)
     storage = checkpoint_storage(checkpoint, spark)
     sink = checkpoint_storage(sink_log, spark) if sink_log is not None else None
+    # A checkpoint ferry cannot move is refused before any cluster is asked anything.
+    positions(read_checkpoint(storage, sink))
     control = _recorded_control(cfg, from_alias, to_alias)
     rewrite = fail_over_spark_checkpoint(
         cfg, storage, from_alias, to_alias, sink=sink, dry_run=dry_run, control=control
