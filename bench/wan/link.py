@@ -1,0 +1,199 @@
+"""A TCP proxy that behaves like a wide-area link: a delay each way, one bandwidth budget per
+direction shared by every connection, and a TCP window per connection (`bench.wan.model`).
+
+`WanLink` listens on 127.0.0.1 and forwards every connection to 127.0.0.1:`target_port`. It
+runs its own asyncio loop in a background thread, started by `start()` and ended by `stop()`
+(or as a context manager). Bytes taken from a sender wait in the sender's socket while the
+window is full, so the sender feels the link as it would a real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from bench.wan.model import Direction, Window, Windows
+
+__all__ = ["LinkSpec", "WanLink"]
+
+CHUNK = 256 * 1024  # the most one read takes: how finely the link schedules a busy sender
+_BUFFER_LIMIT = 4 * 1024 * 1024
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link's round trip (seconds) and bandwidth (bits per second, as links are sold)."""
+
+    rtt: float
+    bandwidth_bits: float
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second."""
+        return self.bandwidth_bits / 8
+
+    @property
+    def label(self) -> str:
+        bits = self.bandwidth_bits
+        speed = f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
+        return f"{self.rtt * 1000:.0f} ms / {speed}"
+
+
+class WanLink:
+    """The proxy. `to_server` / `to_client` count every byte that crossed each way."""
+
+    def __init__(
+        self, target_port: int, spec: LinkSpec, windows: Windows, listen_port: int = 0
+    ) -> None:
+        self.target_port = target_port
+        self.spec = spec
+        self.windows = windows
+        self.port = listen_port
+        self.to_server = Direction(spec.bandwidth, spec.rtt / 2)
+        self.to_client = Direction(spec.bandwidth, spec.rtt / 2)
+        self.connections = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    # --- from the caller's thread -----------------------------------------------------------
+
+    def start(self) -> WanLink:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="wan-link", daemon=True)
+        self._thread.start()
+        self._server = self._call(self._listen())
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every connection; the thread ends."""
+        if self._loop is None or self._thread is None:
+            return
+        with contextlib.suppress(Exception):
+            self._call(self._close(), timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+        self._loop = None
+        self._thread = None
+
+    def __enter__(self) -> WanLink:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def counts(self) -> tuple[int, int]:
+        """(bytes to the server, bytes to the client) so far."""
+        return self.to_server.bytes, self.to_client.bytes
+
+    def _call(self, coroutine: Awaitable[T], timeout: float = 30) -> T:
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
+        return future.result(timeout)
+
+    # --- in the link's loop -----------------------------------------------------------------
+
+    async def _listen(self) -> asyncio.Server:
+        return await asyncio.start_server(
+            self._accept, "127.0.0.1", self.port, limit=_BUFFER_LIMIT, reuse_address=True
+        )
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(
+        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.add(client_out)
+        try:
+            try:
+                server_in, server_out = await asyncio.open_connection(
+                    "127.0.0.1", self.target_port, limit=_BUFFER_LIMIT
+                )
+            except OSError:
+                client_out.close()
+                return
+            self._writers.add(server_out)
+            self.connections += 1
+            await asyncio.gather(
+                self._pump(client_in, server_out, self.to_server, self.windows.to_server),
+                self._pump(server_in, client_out, self.to_client, self.windows.to_client),
+                return_exceptions=True,
+            )
+            self._writers.discard(server_out)
+        finally:
+            self._writers.discard(client_out)
+            self._tasks.discard(task)
+
+    async def _pump(
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        direction: Direction,
+        window_size: int,
+    ) -> None:
+        """Carry one direction of one connection until its sender closes it."""
+        loop = asyncio.get_running_loop()
+        window = Window(window_size)
+        room = asyncio.Event()
+        room.set()
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+
+        def release(size: int) -> None:
+            window.release(size)
+            room.set()
+
+        async def deliver() -> None:
+            while (item := await queue.get()) is not None:
+                arrival, data = item
+                wait = arrival - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                sink.write(data)
+                await sink.drain()  # a receiver that does not read holds its window
+                loop.call_at(direction.ack_due(loop.time()), release, len(data))
+            sink.close()
+
+        delivering = asyncio.create_task(deliver())
+        try:
+            while True:
+                while window.room() <= 0:
+                    room.clear()
+                    await room.wait()
+                data = await source.read(min(CHUNK, window.room()))
+                if not data:
+                    break
+                window.take(len(data))
+                queue.put_nowait((direction.send(loop.time(), len(data)), data))
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            delivering.cancel()
+            raise
+        finally:
+            queue.put_nowait(None)
+        with contextlib.suppress(ConnectionError, OSError):
+            await delivering
