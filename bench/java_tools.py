@@ -267,3 +267,70 @@ def mm2_command(properties: Path, log_config: Path) -> list[str]:
         log_config,
         options=MM2_JVM_OPTIONS,
     )
+
+
+# --- MirrorMaker 2 with exactly-once ----------------------------------------------------------
+
+
+def mm2_exactly_once_settings(rest_port: int, target: str = "B") -> dict[str, str]:
+    """What engages MirrorMaker 2's exactly-once (KIP-618) in dedicated mode, added to
+    `mm2_properties`.
+
+    - `<target>.exactly.once.source.support = enabled`: a dedicated-mode worker takes its
+      worker settings from the target cluster's prefix (`MirrorMakerConfig.workerConfig`); a
+      top-level `exactly.once.source.support` is not among the few top-level settings it
+      accepts, and alone leaves every task writing without transactions.
+    - `dedicated.mode.enable.internal.rest = true` with a `listeners` URL: the internal REST
+      server through which workers fence zombie tasks and forward task configs to the leader
+      (KIP-710), which exactly-once source support requires.
+    - the source consumers read `read_committed` (`A.consumer.isolation.level`, already in
+      `consumer_settings`): MirrorSourceConnector declares exactly-once support only then.
+
+    Each task then writes through a transactional producer (`transactional.id` =
+    `<group.id>-<connector>-<task>`), one transaction per `poll()` of its consumer (the
+    connector's default `transaction.boundary = poll`), with its source offsets in the same
+    transaction.
+    """
+    return {
+        f"{target}.exactly.once.source.support": "enabled",
+        "dedicated.mode.enable.internal.rest": "true",
+        "listeners": f"http://127.0.0.1:{rest_port}",
+        "A.consumer.isolation.level": "read_committed",
+    }
+
+
+# --- transactions on a cluster (kafka-transactions.sh) ----------------------------------------
+
+
+def transactions_list_command(bootstrap: str, log_config: Path) -> list[str]:
+    """`kafka-transactions.sh --bootstrap-server X list`: every transactional id the cluster's
+    coordinators know, with its producer id and state."""
+    return java_command(
+        "org.apache.kafka.tools.TransactionsCommand",
+        ["--bootstrap-server", bootstrap, "list"],
+        log_config,
+    )
+
+
+@dataclass(frozen=True)
+class Transaction:
+    transactional_id: str
+    coordinator: int
+    producer_id: int
+    state: str
+
+
+def parse_transactions_list(output: str) -> list[Transaction]:
+    """The table `TransactionsCommand list` prints: a header line starting `TransactionalId`,
+    then one row per id (`id coordinator producer-id state`, whitespace-separated; ids hold no
+    whitespace), sorted by id."""
+    lines = [line.split() for line in output.splitlines() if line.strip()]
+    for index, fields in enumerate(lines):
+        if fields and fields[0] == "TransactionalId":
+            rows = [
+                Transaction(row[0], int(row[1]), int(row[2]), row[3])
+                for row in lines[index + 1 :]
+                if len(row) >= 4 and row[1].isdigit() and row[2].lstrip("-").isdigit()
+            ]
+            return sorted(rows, key=lambda t: t.transactional_id)
+    raise ValueError(f"no TransactionsCommand list table in:\n{output[-2000:]}")

@@ -9,17 +9,28 @@ it appended it. Both replicators leave that setting alone (it is in the default
 for both. After the run the whole target topic is read back: latency = the copy's timestamp
 (target append time) minus the source timestamp carried in its value. The source, target and
 benchmark share one machine and so one clock.
+
+That is when the target holds a copy, not when a consumer can read it. A transactional copy
+(exactly-once) is appended before its transaction commits, and a `read_committed` consumer
+(the only view an exactly-once consumer has) receives it only after the commit's markers. So
+`CommittedReader` also measures latency as consumers see it: a `read_committed` consumer on the
+target, assigned from the start and reading throughout the run; latency = the time it received
+a copy minus the source timestamp in the value. Without transactions (at-least-once) a
+`read_committed` consumer reads exactly what a `read_uncommitted` one does (the last stable
+offset is the high watermark), so the same consumer serves both modes.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     KafkaError,
@@ -175,3 +186,99 @@ def read_latencies(
         return latencies
     finally:
         consumer.close()
+
+
+# The consumer's own longest wait for data on a fetch (librdkafka's default is 500 ms): the
+# broker answers a fetch as soon as records become readable, and this bounds what the consumer
+# adds should it not, so the figure is the replicator's.
+CONSUMER_FETCH_WAIT_MS = 10
+CONSUMER_SETTINGS = {
+    "isolation.level": "read_committed",
+    "fetch.wait.max.ms": str(CONSUMER_FETCH_WAIT_MS),
+    "enable.auto.commit": "false",
+    "enable.partition.eof": "false",
+}
+
+
+def consumer_latency(received_ms: float, value: bytes) -> float:
+    """A copy's latency as a consumer sees it: receive time minus the source timestamp."""
+    return received_ms - stamp_of(value)
+
+
+class CommittedReader:
+    """A `read_committed` consumer of a target topic on a thread of its own, for a whole run.
+
+    `start()` assigns every partition from its beginning (create the target topic first);
+    from then on each timed record's latency is its receive time (wall clock, right after the
+    consume call returned it) minus its source timestamp. `stop()` ends the thread;
+    `wait_for(count)` waits until that many timed records were received."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.latencies: list[float] = []
+        self.received = 0  # every record, warm-up ones too
+        self.error: BaseException | None = None
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-committed-{uuid.uuid4().hex}",
+                **CONSUMER_SETTINGS,
+            }
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-committed", daemon=True)
+
+    def start(self) -> CommittedReader:
+        metadata = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic]
+        if metadata.error is not None or not metadata.partitions:
+            raise RuntimeError(f"{self.topic} is not there to read: {metadata.error}")
+        self._consumer.assign(
+            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)]
+        )
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self._consumer.consume(num_messages=10_000, timeout=0.1)
+                now_ms = time.time() * 1000
+                for m in batch:
+                    err = m.error()
+                    if err is not None:
+                        raise RuntimeError(f"reading {self.topic}: {err}")
+                    self.received += 1
+                    key, value = m.key() or b"", m.value()
+                    if key.startswith(TIMED_KEY) and value is not None:
+                        self.latencies.append(consumer_latency(now_ms, value))
+        except BaseException as exc:  # handed to the caller by wait_for and stop
+            self.error = exc
+
+    def wait_for(self, timed: int, timeout: float) -> None:
+        """Until `timed` timed records were received; TimeoutError after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while len(self.latencies) < timed:
+            if self.error is not None:
+                raise RuntimeError(f"the read_committed consumer failed: {self.error}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"a read_committed consumer of {self.topic} received "
+                    f"{len(self.latencies)} of {timed} timed records in {timeout:.0f} s"
+                )
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        """Ends the thread and the consumer (again: nothing)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        self._consumer.close()
+
+    def stop(self) -> list[float]:
+        """Ends the consumer; the latencies of the timed records it received."""
+        self.close()
+        if self.error is not None:
+            raise RuntimeError(f"the read_committed consumer failed: {self.error}")
+        return self.latencies
