@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -37,7 +38,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ferry.engine.copy.types import EARLIEST, OPEN
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.plan.batches import (
@@ -49,6 +49,7 @@ from ferry.engine.plan.batches import (
     pack_bins,
     range_start,
 )
+from ferry.engine.plan.leases import lags, lease_rows, lease_weights, read_counters
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
@@ -100,6 +101,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._previous_bins: dict[TP, int] = {}
         self._log_ends: dict[TP, int] = {}  # leases: the source's ends at the lease's planning
         self._carried: dict[TP, int] = {}  # leases: records per partition counted so far
+        self._lease_lags: dict[TP, int] = {}  # leases: lag per partition at the lease's planning
 
     # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
     def _topic_manager(self) -> TopicManager:
@@ -253,8 +255,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.state.stop_marker.exists() or self.state.control().paused:
             return start  # stopping or paused (the running lease ends at the replan marker)
         self._refresh(force=self.state.replan_marker.exists())
-        self._log_ends = self._end_offsets("latest")
-        self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
+        self._read_lease_offsets(write_latest=True)
         topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
         lease = int(start.get("lease", 0)) + 1
         self.state.replan_marker.unlink(missing_ok=True)
@@ -266,45 +267,23 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if any(t not in self._topics for t in topics) or self._cluster_ids is None:
             self._refresh(force=True)  # a restarted query replays a lease planned earlier
         if not self._log_ends and topics:
-            self._log_ends = self._end_offsets("latest")
+            self._read_lease_offsets(write_latest=False)
         assert self._cluster_ids is not None
-        source_id, target_id = self._cluster_ids
         policy, source = self._topic_manager().policy, self.flow.source
-        weights = self._lease_weights()
-        ranges = [
-            PartitionRange(t, p, 0, weights.get((t, p), 1), policy.remote_topic(source, t))
-            for t, count in sorted(topics.items())
-            for p in range(count)
-        ]
-        bins = lease_bins(self.flow.bins, self.spec.bins, self.state.slots())
-        packed = pack_bins(
-            ranges, bins, record_bytes=self.state.record_bytes(), previous=self._previous_bins
+        counters = read_counters(self.state.stats().get("partitions", {}))
+        weights = lease_weights(counters.records, self._carried, self._lease_lags)
+        packed = lease_rows(
+            topics,
+            weights,
+            lease_bins(self.flow.bins, self.spec.bins, self.state.slots()),
+            remote_topic=lambda topic: policy.remote_topic(source, topic),
+            max_message_bytes={t: r.max_message_bytes for t, r in self._topics.items()},
+            log_ends=self._log_ends,
+            cluster_ids=self._cluster_ids,
+            record_bytes=counters.record_bytes,
+            previous=self._previous_bins,
         )
-        partitions: list[BinPartition] = []
-        for bin_ranges in packed:
-            rows = []
-            for r in bin_ranges:
-                self._previous_bins[r.tp] = len(partitions)
-                limit = (
-                    self._topics[r.topic].max_message_bytes if r.topic in self._topics else 1048588
-                )
-                log_end = self._log_ends.get(r.tp, -1)
-                rows.append(
-                    (
-                        r.topic,
-                        r.partition,
-                        EARLIEST,
-                        OPEN,
-                        r.remote_topic,
-                        limit,
-                        source_id,
-                        target_id,
-                        log_end,
-                    )
-                )
-            if rows:
-                partitions.append(BinPartition(len(partitions), rows))
-        return partitions
+        return [BinPartition(index, rows) for index, rows in enumerate(packed)]
 
     def whole_flow(self) -> list[tuple[Any, ...]]:
         """Every partition of the flow from its position on, as rows of RANGE_SCHEMA: one
@@ -313,51 +292,56 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.state.control().paused:
             return []
         self._refresh(force=True)
-        self._log_ends = self._end_offsets("latest")
+        self._read_lease_offsets(write_latest=False)
         topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
         return [row for part in self._lease_partitions({"topics": topics}) for row in part.rows]
 
-    def _lease_weights(self) -> dict[TP, int]:
-        """What each partition will likely carry in a lease: what it carried in the last one,
-        plus its lag now, so a partition catching up gets a bin of its own, from the first
-        lease of a run on (when nothing was carried yet)."""
-        stats = self.state.stats().get("partitions", {})
-        weights: dict[TP, int] = {}
-        for key, entry in stats.items():
-            topic, _, partition = key.rpartition(":")
-            tp = (topic, int(partition))
-            records = int(entry.get("records", 0))
-            weights[tp] = records - self._carried.get(tp, 0)
-            self._carried[tp] = records
-        lags = self._lags()
-        return {tp: 1 + weights.get(tp, 0) + lags.get(tp, 0) for tp in {*weights, *lags}}
-
-    def _lags(self) -> dict[TP, int]:
-        """The source's ends at this lease's planning minus the flow's position on the target
-        (where every run, on any machine, committed it), read the way a lease's task reads it
-        (a consumer of the flow's group). This machine's counters stand in when the target
-        does not answer: placement is an estimate, never a reason to stop."""
-        from ferry.engine.copy import worker_clients
-        from ferry.engine.copy.client_settings import progress_consumer_settings
-
-        source, policy = self.flow.source, self._topic_manager().policy
-        remote = {tp: (policy.remote_topic(source, tp[0]), tp[1]) for tp in self._log_ends}
-        settings = progress_consumer_settings(self.spec.target, self.flow)
-        try:
-            answer = worker_clients.consumer_for(settings).committed(
-                [TopicPartition(*remote[tp]) for tp in sorted(remote)], timeout=10
-            )
-        except KafkaException:  # placement falls back to this machine's counters, never fails
-            worker_clients.evict(settings, {})
-            return {
+    def _read_lease_offsets(self, *, write_latest: bool) -> None:
+        """The source's ends and every partition's lag behind them, for a lease's planning:
+        one read of each cluster, both at once (the flow's positions on the target are read
+        in a thread while the source's requests are out). With 10,000 partitions each read
+        is most of a plan's time."""
+        topics = {t.topic: t.partitions for t in self._topics.values()}
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferry-positions") as pool:
+            positions = pool.submit(self._positions, topics)
+            self._log_ends = self._end_offsets("latest")
+            answer = positions.result()
+        if write_latest:
+            self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
+        if answer is None:  # placement falls back to this machine's counters, never fails
+            self._lease_lags = {
                 (topic, int(partition)): lag
                 for key, lag in self.state.partition_lags().items()
                 for topic, _, partition in [key.rpartition(":")]
             }
-        positions = {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None}
+        else:
+            self._lease_lags = lags(self._log_ends, answer)
+
+    def _positions(self, topics: dict[str, int]) -> dict[TP, int] | None:
+        """The flow's position on the target of every partition of `topics` (by source topic
+        and partition; a partition never committed is left out), read the way a lease's task
+        reads it (a consumer of the flow's group), where every run, on any machine, committed
+        it. None when the target does not answer: placement is an estimate, never a reason
+        to stop."""
+        from ferry.engine.copy import worker_clients
+        from ferry.engine.copy.client_settings import progress_consumer_settings
+
+        source, policy = self.flow.source, self._topic_manager().policy
+        remote = {t: policy.remote_topic(source, t) for t in topics}
+        origin = {r: t for t, r in remote.items()}
+        settings = progress_consumer_settings(self.spec.target, self.flow)
+        request = [
+            TopicPartition(remote[t], p) for t, n in sorted(topics.items()) for p in range(n)
+        ]
+        try:
+            answer = worker_clients.consumer_for(settings).committed(request, timeout=10)
+        except KafkaException:
+            worker_clients.evict(settings, {})
+            return None
         return {
-            tp: max(0, end - max(0, positions.get(remote[tp], 0)))
-            for tp, end in self._log_ends.items()
+            (origin[tp.topic], tp.partition): tp.offset
+            for tp in answer
+            if tp.error is None and tp.topic in origin
         }
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
