@@ -66,7 +66,7 @@ from bench.harness import (
     wait_for_count,
     warm_up,
 )
-from bench.latency import TIMED_KEY, WARM_UP_KEY, PacedProducer, read_latencies
+from bench.latency import TIMED_KEY, WARM_UP_KEY, CommittedReader, PacedProducer, read_latencies
 from bench.replicators import Ferry, MirrorMaker2
 from bench.stats import MB, latency_summary, median, ratio
 from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
@@ -240,6 +240,11 @@ class LatencyRun:
     cpu_share: float  # cpu_seconds per second of the timed phase (1.0 = one core)
     peak_rss_mb: float
     load_before: float
+    # At a read_committed consumer of the target (bench.latency.CommittedReader): its receive
+    # time minus the source timestamp; what an exactly-once consumer sees.
+    consumer_p50_ms: float | None = None
+    consumer_p99_ms: float | None = None
+    consumer_p999_ms: float | None = None
 
 
 # --- one throughput round ---------------------------------------------------------------------
@@ -481,6 +486,7 @@ def measure_latency(
     # The copies get the target broker's append time as their timestamp (see bench.latency).
     create_topic(bootstrap_b, target, args.partitions, {"message.timestamp.type": "LogAppendTime"})
     run_dir = work / f"latency-{replicator.name}-{index}"
+    reader = CommittedReader(bootstrap_b, target).start()
     producer = PacedProducer(bootstrap_a, topic, args.partitions, values)
     proc = replicator.start(run_dir, topic, once=False)
     try:
@@ -519,12 +525,15 @@ def measure_latency(
         timed_seconds = time.monotonic() - began
         cpu = proc.cpu_seconds - cpu_before
         wait_for_count(counter, target, warm + timed, 300, replicator.name)
+        reader.wait_for(timed, 300)
         proc.stop(grace=60)
+        consumer = latency_summary(reader.stop())
         latencies = read_latencies(bootstrap_b, target, timed)
     except BaseException:
         proc.kill()
         raise
     finally:
+        reader.close()
         replicator.cleanup(topic)  # the target topic and the replicator's own
         cleanup_topics(bootstrap_a, [topic])
     summary = latency_summary(latencies)
@@ -544,6 +553,9 @@ def measure_latency(
         cpu_share=round(cpu / timed_seconds, 3),
         peak_rss_mb=round(proc.sampler.peak_rss_bytes / MB, 1),
         load_before=round(proc.load_before, 2),
+        consumer_p50_ms=consumer["p50_ms"],
+        consumer_p99_ms=consumer["p99_ms"],
+        consumer_p999_ms=consumer["p999_ms"],
     )
 
 
@@ -851,20 +863,24 @@ def markdown(r: dict[str, Any]) -> str:
         lines += [
             "",
             "| latency run | copier | records | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
-            "| CPU share | ready s | load |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| consumer p50 / p99 / p99.9 ms | CPU share | ready s | load |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for x in r["latency_runs_detail"]:
             lines.append(
                 f"| {x['round']} | {x['replicator']} | {x['records']:,} | {x['p50_ms']:,.0f} "
                 f"| {x['p90_ms']:,.0f} | {x['p99_ms']:,.0f} | {x['p999_ms']:,.0f} "
-                f"| {x['max_ms']:,.0f} | {x['cpu_share']:.2f} | {x['ready_seconds']:.1f} "
+                f"| {x['max_ms']:,.0f} | {_consumer(x)} | {x['cpu_share']:.2f} "
+                f"| {x['ready_seconds']:.1f} "
                 f"| {x['load_before']:.1f} |"
             )
         lines += [
             "",
             "CPU share: the copier's CPU seconds per second while the timed records were "
-            "produced (1.00 = one core busy). ready s: from start until warm-up records arrived.",
+            "produced (1.00 = one core busy). ready s: from start until warm-up records arrived. "
+            "p50 to max: target append time minus source timestamp; consumer: a read_committed "
+            "consumer's receive time minus source timestamp (without transactions it reads "
+            "what read_uncommitted does).",
         ]
     lines.append(
         "\nload: the machine's 1-minute load average as the run started (brokers, the "
@@ -873,6 +889,14 @@ def markdown(r: dict[str, Any]) -> str:
     if r.get("sweep"):
         lines += sweep.markdown_lines(r["sweep"])
     return "\n".join(lines) + "\n"
+
+
+def _consumer(run: dict[str, Any]) -> str:
+    """A latency run's read_committed consumer figures (results before them have none)."""
+    figures = [run.get(f"consumer_{p}_ms") for p in ("p50", "p99", "p999")]
+    if any(f is None for f in figures):
+        return "n/a"
+    return " / ".join(f"{f:,.0f}" for f in figures)
 
 
 def _yes(value: bool | None) -> str:
