@@ -73,6 +73,7 @@ from ferry.config.model import FlowConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "exactly-once-consumer"
+READY_SECONDS = 240.0  # replicator start until the consumer received the first records
 KINDS = ("ferry-eos", "mm2-eos", "ferry-alos", "mm2-alos")
 LABELS = {
     "ferry-eos": "ferry exactly-once",
@@ -257,8 +258,11 @@ def measure(
             proc.sample()
             if proc.poll() is not None:
                 raise RuntimeError(f"{spec.label} exited:\n{proc.stderr_tail()}")
-            if time.monotonic() - proc.began > 600:
-                raise TimeoutError(f"{spec.label}: the consumer received nothing in 600 s")
+            if time.monotonic() - proc.began > READY_SECONDS:
+                raise TimeoutError(
+                    f"{spec.label}: the consumer received {reader.received} of {warm} "
+                    f"warm-up records in {READY_SECONDS:.0f} s"
+                )
             time.sleep(0.1)
         ready = time.monotonic() - proc.began
         note(f"{spec.label}: ready after {ready:.1f} s; warm-up {args.warmup:.0f} s")
@@ -352,7 +356,9 @@ METHOD = {
 }
 
 
-def report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def report(
+    args: argparse.Namespace, runs: list[dict[str, Any]], errors: list[dict[str, str]]
+) -> dict[str, Any]:
     import confluent_kafka
 
     return {
@@ -373,6 +379,7 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, An
         | {"listeners": "http://127.0.0.1:<a free port>"},
         "method": METHOD,
         "runs": runs,
+        "errors": errors,
     }
 
 
@@ -430,6 +437,8 @@ def markdown(r: dict[str, Any]) -> str:
         shown = ", ".join(f"`{t['transactional_id']}`" for t in ids[:4])
         more = f" and {len(ids) - 4} more" if len(ids) > 4 else ""
         lines.append(f"- {x['label']}: {len(ids)} ({', '.join(states)}): {shown}{more}")
+    for e in r.get("errors", []):
+        lines += ["", f"**{e['run']} failed**: {e['error'].splitlines()[0] if e['error'] else ''}"]
     return "\n".join(lines) + "\n"
 
 
@@ -499,6 +508,7 @@ def main() -> int:
     java_tools.classpath()
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-eoc-"))
     runs: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
     try:
         note("starting two local clusters")
         with local_clusters(work / "clusters") as bootstraps:
@@ -508,7 +518,13 @@ def main() -> int:
             counter = TopicCounter(bootstraps[1])
             try:
                 for index, spec in enumerate(args.runs, start=1):
-                    run = measure(spec, index, bootstraps, values, args, work, counter)
+                    try:
+                        run = measure(spec, index, bootstraps, values, args, work, counter)
+                    except Exception as exc:  # the other runs still run; said in the results
+                        note(f"{spec.label} failed: {exc}")
+                        errors.append({"run": spec.label, "error": str(exc)[-3000:]})
+                        write(args.results, args.name, report(args, earlier + runs, errors))
+                        continue
                     c, a = run["consumer"], run["append"]
                     note(
                         f"{spec.label}: consumer p50 {c['p50_ms']:.0f} p99 {c['p99_ms']:.0f} "
@@ -517,7 +533,7 @@ def main() -> int:
                     )
                     runs.append(run)
                     # After each run: a later run's failure keeps the earlier ones.
-                    write(args.results, args.name, report(args, earlier + runs))
+                    write(args.results, args.name, report(args, earlier + runs, errors))
             finally:
                 counter.close()
     finally:
@@ -525,8 +541,8 @@ def main() -> int:
             note(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(write(args.results, args.name, report(args, earlier + runs)))
-    return 0
+    print(write(args.results, args.name, report(args, earlier + runs, errors)))
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
