@@ -12,14 +12,20 @@ the same source topics:
 
 Measured for each: seconds from process start until every target partition holds its records
 (the target's ends, read in batches, every 0.5 s), the CPU seconds and peak RSS of the process
-tree, and for ferry the peak RSS of its driver (the Python process alone: VmHWM). Then, in this
-process against the same clusters, ferry's planner for the shape (no Spark): the metadata
-refresh (`TopicManager.sync`: both clusters' topics listed, remote topics' settings described)
-and the planning of one lease (the source's ends, the flow's positions, bins), each the median
-of `--plans` rounds.
+tree, and for ferry the peak RSS of its driver (the Python process alone: VmHWM). MM2 is
+stopped early when its log shows the target's controller refusing to create its topics (it
+asks again only at its next topic refresh, 10 minutes later by default); the note quotes the
+line. Then, in this process against the same clusters, ferry's planner for the shape (no
+Spark): the metadata refresh (`TopicManager.sync`: both clusters' topics listed, remote topics'
+settings described) and the planning of one lease (the source's ends and the flow's positions
+on the target, read at once, then the bins), each the median of `--plans` rounds, and of the
+planning the part spent reading those offsets.
 
 Writes bench/results/partitions.{json,md} and partitions.png (or under `--out`) and prints the
-table. Run from the repository root: `python -m bench.partitions`.
+table. With `--merge`, the shapes run replace the same shapes in the results file already
+there and keep the others (a run of every shape takes longer than one sitting on a shared
+machine: `--shapes 100x10,1000x10`, then `--shapes 100x100 --merge`). Run from the repository
+root: `python -m bench.partitions`.
 """
 
 from __future__ import annotations
@@ -59,6 +65,11 @@ def parse_args() -> argparse.Namespace:
         "--timeout", type=float, default=COPY_TIMEOUT, help="seconds per copy at most"
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other shapes' runs of the results file already in --out",
+    )
     return parser.parse_args()
 
 
@@ -137,6 +148,27 @@ def driver_peak_rss(pid: int) -> int:
     return 0
 
 
+# What MM2's log says when the target's controller refuses to create its remote topics: more
+# partitions (or metadata records) in one CreateTopics request than the controller takes.
+MM2_REFUSED = (
+    "Excessively large number",
+    "PolicyViolationException",
+    "POLICY_VIOLATION",
+    "BoundedListTooLongException",
+)
+
+
+def refused_line(log: Path) -> str | None:
+    """The first line of `log` saying the controller refused a topic creation, if any."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    return next(
+        (line.strip() for line in text.splitlines() if any(m in line for m in MM2_REFUSED)), None
+    )
+
+
 def time_until_copied(
     proc: MeasuredProcess,
     count: Callable[[], int],
@@ -144,8 +176,10 @@ def time_until_copied(
     *,
     exits: bool,
     timeout: float = COPY_TIMEOUT,
+    refused: Callable[[], str | None] = lambda: None,
 ) -> dict[str, Any]:
-    """Poll the target until it holds `expected` records; the copy's figures."""
+    """Poll the target until it holds `expected` records; the copy's figures. `refused`:
+    why the copy will not happen within `timeout` (then RefusedError), or None."""
     driver_peak = 0
     while True:
         proc.sample()
@@ -166,14 +200,25 @@ def time_until_copied(
             raise RuntimeError(f"{proc.log.name} exited {code}:\n{proc.stderr_tail()}")
         if now - proc.began > timeout:
             raise TimeoutError(f"{proc.log.name}: {held} of {expected} after {timeout:.0f} s")
+        reason = refused()
+        if reason is not None:
+            raise RefusedError(
+                f"{proc.log.name}: {held} of {expected} after {now - proc.began:.0f} s, stopped: "
+                f"its log says {reason}"
+            )
         time.sleep(POLL_SECONDS)
+
+
+class RefusedError(RuntimeError):
+    """The replicator's log says the copy cannot finish in time."""
 
 
 # --- ferry's planner, in this process ---------------------------------------------------------
 
 
 def planner_times(config_path: Path, rounds: int) -> dict[str, float]:
-    """Median seconds of the metadata refresh and of one lease's planning, no Spark."""
+    """Median seconds of the metadata refresh and of one lease's planning, no Spark, and of
+    the planning the part reading the source's ends and the flow's positions."""
     from ferry.config import load_config
     from ferry.engine.flow_spec import FlowSpec
     from ferry.engine.spark.source import Planner
@@ -181,7 +226,15 @@ def planner_times(config_path: Path, rounds: int) -> dict[str, float]:
     config = load_config(config_path)
     flow = next(f for f in config.flows if f.enabled)
     planner = Planner(FlowSpec.of(config, flow, leased=True))
-    refresh, plan = [], []
+    refresh, plan, reads = [], [], []
+    read_offsets = planner._read_lease_offsets
+
+    def timed_read(*, write_latest: bool) -> None:
+        began = time.perf_counter()
+        read_offsets(write_latest=write_latest)
+        reads.append(time.perf_counter() - began)
+
+    planner._read_lease_offsets = timed_read  # type: ignore[method-assign]
     start: dict[str, Any] = {"lease": 0, "topics": {}}
     for _ in range(rounds):
         began = time.perf_counter()
@@ -196,6 +249,7 @@ def planner_times(config_path: Path, rounds: int) -> dict[str, float]:
     return {
         "metadata_refresh_seconds": round(statistics.median(refresh), 3),
         "plan_seconds_per_lease": round(statistics.median(plan), 3),
+        "plan_offsets_read_seconds": round(statistics.median(reads), 3),
     }
 
 
@@ -240,7 +294,8 @@ def run_shape(
 
     if not args.skip_mm2:
         mm2 = MirrorMaker2(bootstraps, args.mm2_tasks)
-        proc = mm2.start(out / f"mm2-{prefix}", f"{prefix}.*")
+        mm2_dir = out / f"mm2-{prefix}"
+        proc = mm2.start(mm2_dir, f"{prefix}.*")
         remote = [mm2.target(n) for n in names]
         try:
             copied = time_until_copied(
@@ -249,9 +304,16 @@ def run_shape(
                 expected,
                 exits=False,
                 timeout=args.timeout,
+                refused=lambda: refused_line(mm2_dir / "mm2.log"),
             )
-        except TimeoutError as exc:  # recorded, not fatal: the other shapes still run
-            copied = {"seconds": None, "note": str(exc)}
+        except (TimeoutError, RefusedError) as exc:  # recorded: the other shapes still run
+            proc.sample(force=True)
+            copied = {
+                "seconds": None,
+                "cpu_seconds": round(proc.cpu_seconds, 1),
+                "peak_rss_mb": round(proc.sampler.peak_rss_bytes / 1e6),
+                "note": str(exc),
+            }
         finally:
             proc.stop()
         results.append({"replicator": "mm2", **shape, **copied})
@@ -305,8 +367,8 @@ def markdown(report: dict[str, Any]) -> str:
         "bench's process, medians.",
         "",
         "| shape | partitions | replicator | seconds | CPU s | tree peak RSS MB | "
-        "driver peak RSS MB | metadata refresh s | planning per lease s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "driver peak RSS MB | metadata refresh s | planning per lease s | of it, offsets read s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["runs"]:
         lines.append(
@@ -314,10 +376,38 @@ def markdown(report: dict[str, Any]) -> str:
             f"{r['replicator']} | {r['seconds'] or r.get('note', '')} | "
             f"{r.get('cpu_seconds', '')} | {r.get('peak_rss_mb', '')} | "
             f"{r.get('driver_peak_rss_mb') or ''} | {r.get('metadata_refresh_seconds', '')} | "
-            f"{r.get('plan_seconds_per_lease', '')} |"
+            f"{r.get('plan_seconds_per_lease', '')} | {r.get('plan_offsets_read_seconds', '')} |"
         )
-    lines += ["", f"Chart: [partitions.png](partitions.png). Took {report['seconds']:.0f} s."]
+    invocations = report["invocations"]
+    took = "; ".join(
+        f"`{i['command']}` ({i['shapes']}), {i['date']}, {i['seconds']:.0f} s" for i in invocations
+    )
+    lines += ["", f"Chart: [partitions.png](partitions.png). Runs: {took}."]
     return "\n".join(lines) + "\n"
+
+
+def merged(
+    earlier: dict[str, Any],
+    runs: list[dict[str, Any]],
+    invocation: dict[str, Any],
+    settings: dict[str, Any],
+    date: str,
+    machine: dict[str, Any],
+) -> dict[str, Any]:
+    """The report: `runs`, and of `earlier` (a report already written; empty: none) the runs
+    of other shapes, in the order of their number of partitions then topics."""
+    shapes = {(r["topics"], r["partitions"]) for r in runs}
+    kept = [r for r in earlier.get("runs", []) if (r["topics"], r["partitions"]) not in shapes]
+    ordered = sorted(
+        [*kept, *runs], key=lambda r: (r["total_partitions"], r["topics"], r["replicator"])
+    )
+    return {
+        "date": date,
+        "machine": machine,
+        "settings": settings,
+        "runs": ordered,
+        "invocations": [*earlier.get("invocations", []), invocation] if kept else [invocation],
+    }
 
 
 def main() -> None:
@@ -336,17 +426,30 @@ def main() -> None:
             warm_up(bootstraps[0])
             warm_up(bootstraps[1])
             runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
-    report = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine_info(local=True),
-        "settings": {"records_per_topic": args.records, "mm2_tasks": args.mm2_tasks},
-        "runs": runs,
-        "seconds": time.monotonic() - began,
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    invocation = {
+        "command": "python -m bench.partitions " + " ".join(sys.argv[1:]),
+        "shapes": ", ".join(f"{t} x {p}" for t, p in shapes),
+        "date": now,
+        "seconds": round(time.monotonic() - began),
     }
+    settings = {
+        "records_per_topic": args.records,
+        "mm2_tasks": args.mm2_tasks,
+        "plans": args.plans,
+        "timeout_seconds": args.timeout,
+    }
+    earlier: dict[str, Any] = {}
+    results = args.out / "partitions.json"
+    if args.merge and results.exists():
+        earlier = json.loads(results.read_text())
+        if earlier.get("settings", {}).get("records_per_topic") != args.records:
+            raise SystemExit(f"--merge: {results} holds runs of other settings")
+    report = merged(earlier, runs, invocation, settings, now, machine_info(local=True))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "partitions.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "partitions.md").write_text(markdown(report))
-    chart(runs, args.out / "partitions.png")
+    chart(report["runs"], args.out / "partitions.png")
     print(markdown(report))
 
 
