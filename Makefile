@@ -119,6 +119,7 @@ bench: setup
 	$(BIN)/python -m bench.compare
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.partitions
+	$(BIN)/python -m bench.wan
 
 # The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
 # minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
@@ -136,6 +137,15 @@ bench-audit: setup
 .PHONY: bench-placement
 bench-placement: setup
 	$(BIN)/python -m bench.placement
+
+# Across a WAN (part of `make bench`): ferry and MM2 reaching the source through a delay-and-
+# bandwidth proxy (bench/wan/), 60 ms / 200 Mbit/s and 100 ms / 1 Gbit/s: backlog rate, time to
+# the first record, latency at 2,000 records/s, bytes over the link per record
+# (bench/results/wan.{json,md,png}). The quick one: one link, a small backlog, short windows,
+# results under $TMPDIR/ferry-bench-wan-quick.
+.PHONY: bench-wan-quick
+bench-wan-quick: setup
+	$(BIN)/python -m bench.wan --quick
 
 .PHONY: bench-quick
 bench-quick: setup

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from bench.wan.model import Direction, Window, Windows
 
-__all__ = ["LinkSpec", "WanLink"]
+__all__ = ["LinkSpec", "WanLink", "parse_links"]
 
 CHUNK = 256 * 1024  # the most one read takes: how finely the link schedules a busy sender
 _BUFFER_LIMIT = 4 * 1024 * 1024
@@ -43,6 +43,17 @@ class LinkSpec:
         bits = self.bandwidth_bits
         speed = f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
         return f"{self.rtt * 1000:.0f} ms / {speed}"
+
+
+def parse_links(text: str) -> list[LinkSpec]:
+    """`60:200,100:1000` (RTT ms : Mbit/s) -> link specs."""
+    links = []
+    for item in text.split(","):
+        rtt, _, mbit = item.strip().partition(":")
+        if not rtt or not mbit:
+            raise ValueError(f"link {item.strip()!r} is not RTT_MS:MBIT_PER_S")
+        links.append(LinkSpec(float(rtt) / 1000, float(mbit) * 1e6))
+    return links
 
 
 class WanLink:
