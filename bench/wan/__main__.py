@@ -51,7 +51,7 @@ from bench.stats import MB
 from bench.wan import report
 from bench.wan.cases import FERRY_WAN, MM2_WAN, TARGET_BROKER_WAN, cases_for
 from bench.wan.clusters import WanCluster, WanClusters, wan_clusters
-from bench.wan.link import LinkSpec, WanLink, parse_links
+from bench.wan.link import LinkProcess, LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows, effective_buffer
 from bench.wan.run import Plan, measure_case, note
 
@@ -146,7 +146,7 @@ def _perf(
     work: Path,
 ) -> dict[str, Any]:
     log_config = java_tools.write_log_config(work, "ceiling")
-    link = WanLink(a.wan_port, spec, windows, listen_port=a.link_port).start() if spec else None
+    link = LinkProcess(a.wan_port, spec, windows, listen_port=a.link_port).start() if spec else None
     try:
         bootstrap = a.remote if link else a.local
         command = java_tools.consumer_perf_command(bootstrap, topic, records, config, log_config)

@@ -5,7 +5,7 @@ Each broker listens for `WAN` on its own port Q and advertises it at the proxy's
 client that bootstraps through P is told P for every broker and never goes around the link.
 The usual `PLAINTEXT` listener stays on loopback for everything in the same datacenter (the
 benchmark's producer and readers, the replicator's local side). Nothing listens on P until a
-link is started there (`WanClusters.link`).
+link is started there (`bench.wan.link`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.wan.link import LinkSpec, WanLink
-from bench.wan.model import Windows
 from ferry.local.broker import BrokerProcess, free_port, start_broker
 
 __all__ = ["WanCluster", "WanClusters", "wan_clusters", "wan_overrides"]
@@ -65,10 +63,6 @@ class WanCluster:
 class WanClusters:
     a: WanCluster
     b: WanCluster
-
-    def link(self, cluster: WanCluster, spec: LinkSpec, windows: Windows) -> WanLink:
-        """A started link in front of `cluster` (stop it, or use it as a context manager)."""
-        return WanLink(cluster.wan_port, spec, windows, listen_port=cluster.link_port).start()
 
 
 def _ports() -> tuple[int, int]:

@@ -3,15 +3,18 @@ direction shared by every connection, and a TCP window per connection (`bench.wa
 
 `WanLink` listens on 127.0.0.1 and forwards every connection to 127.0.0.1:`target_port`. It
 runs its own asyncio loop in a background thread, started by `start()` and ended by `stop()`
-(or as a context manager). Bytes taken from a sender wait in the sender's socket while the
-window is full, so the sender feels the link as it would a real one.
+(or as a context manager); `LinkProcess` runs one in a process of its own. Bytes taken from a
+sender wait in the sender's socket while the window is full, so the sender feels the link as
+it would a real one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import threading
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,7 +22,7 @@ from typing import Any, TypeVar
 
 from bench.wan.model import Direction, Window, Windows
 
-__all__ = ["LinkSpec", "WanLink", "parse_links"]
+__all__ = ["LinkProcess", "LinkSpec", "WanLink", "parse_links"]
 
 CHUNK = 256 * 1024  # the most one read takes: how finely the link schedules a busy sender
 _BUFFER_LIMIT = 4 * 1024 * 1024
@@ -208,3 +211,88 @@ class WanLink:
             queue.put_nowait(None)
         with contextlib.suppress(ConnectionError, OSError):
             await delivering
+
+
+class LinkProcess:
+    """A `WanLink` in a process of its own, so that nothing else in the benchmark's process
+    (its producer, its pollers) can hold up the link's timers. The same face as `WanLink`:
+    `start()`, `stop()`, `counts()`, `connections`, `port`; the counts are at most
+    `_SYNC_SECONDS` old."""
+
+    def __init__(
+        self, target_port: int, spec: LinkSpec, windows: Windows, listen_port: int = 0
+    ) -> None:
+        self.target_port = target_port
+        self.spec = spec
+        self.windows = windows
+        self.port = listen_port
+        context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        self._shared = context.Array("q", 4)  # to server, to client, connections, port
+        self._stop = context.Event()
+        self._ready = context.Event()
+        self._process = context.Process(
+            target=_serve_link,
+            args=(target_port, spec, windows, listen_port, self._shared, self._stop, self._ready),
+            name="wan-link",
+            daemon=True,
+        )
+
+    def start(self) -> LinkProcess:
+        self._process.start()
+        deadline = time.monotonic() + 30
+        while not self._ready.wait(0.1):
+            if not self._process.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the link to port {self.target_port} did not start")
+        self.port = int(self._shared[3])
+        return self
+
+    def stop(self) -> None:
+        """Ask the process to close every connection and exit; end it by its handle if not."""
+        if self._process.pid is None:
+            return
+        self._stop.set()
+        self._process.join(15)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+
+    def __enter__(self) -> LinkProcess:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def counts(self) -> tuple[int, int]:
+        return int(self._shared[0]), int(self._shared[1])
+
+    @property
+    def connections(self) -> int:
+        return int(self._shared[2])
+
+
+_SYNC_SECONDS = 0.05
+
+
+def _serve_link(
+    target_port: int,
+    spec: LinkSpec,
+    windows: Windows,
+    listen_port: int,
+    shared: Any,
+    stop: Any,
+    ready: Any,
+) -> None:
+    link = WanLink(target_port, spec, windows, listen_port).start()
+    try:
+        shared[3] = link.port
+        ready.set()
+        while not stop.wait(_SYNC_SECONDS):
+            shared[0], shared[1] = link.counts()
+            shared[2] = link.connections
+        shared[0], shared[1] = link.counts()
+        shared[2] = link.connections
+    finally:
+        link.stop()

@@ -15,7 +15,7 @@ from bench.replicators import Ferry, MirrorMaker2
 from bench.stats import MB, latency_summary
 from bench.wan.cases import Case, WanMirrorMaker2, case_windows, replicator_for
 from bench.wan.clusters import WanClusters
-from bench.wan.link import LinkSpec, WanLink
+from bench.wan.link import LinkProcess, LinkSpec
 from bench.wan.model import OsBuffers
 
 __all__ = ["Plan", "measure_case"]
@@ -83,7 +83,7 @@ def measure_case(
         note(f"{spec.label} {case.label}: preloading {plan.records:,} records")
         payload = preload(source, backlog, plan.partitions, plan.records, values)
         record_bytes = payload / plan.records
-        with WanLink(behind.wan_port, spec, windows, listen_port=behind.link_port) as link:
+        with LinkProcess(behind.wan_port, spec, windows, listen_port=behind.link_port) as link:
             run_dir = work / f"{case.replicator}-{case.settings}-{tag}"
             proc = replicator.start(run_dir, f"{backlog},{steady}", once=False)
             try:
@@ -108,7 +108,7 @@ def measure_case(
                 result["connections"] = link.connections
                 result["cpu_seconds"] = round(proc.cpu_seconds, 1)
             finally:
-                proc.stop()
+                proc.stop(grace=10)
     finally:
         counter.close()
         internal = replicator.internal_topics() if isinstance(replicator, WanMirrorMaker2) else []
@@ -123,7 +123,7 @@ def _backlog(
     replicator: Ferry | MirrorMaker2,
     backlog: str,
     plan: Plan,
-    link: WanLink,
+    link: LinkProcess,
     spec: LinkSpec,
     record_bytes: float,
 ) -> dict[str, Any]:
@@ -179,7 +179,7 @@ def _steady(
     steady: str,
     steady_copy: str,
     plan: Plan,
-    link: WanLink,
+    link: LinkProcess,
     values: list[bytes],
     clusters: WanClusters,
     work: Path,

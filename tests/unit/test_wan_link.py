@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from bench.wan.link import LinkSpec, WanLink
+from bench.wan.link import LinkProcess, LinkSpec, WanLink
 from bench.wan.model import Windows
 
 BIG = Windows(to_client=1 << 24, to_server=1 << 24)
@@ -136,3 +136,17 @@ def test_stop_closes_open_connections(echo_port: int) -> None:
     sock.settimeout(10)
     assert sock.recv(10) == b""  # closed by the link, not left hanging
     sock.close()
+
+
+def test_a_link_in_its_own_process_delays_and_counts(echo_port: int) -> None:
+    with LinkProcess(echo_port, LinkSpec(rtt=0.06, bandwidth_bits=80e6), BIG) as link:
+        with socket.create_connection(("127.0.0.1", link.port), timeout=10) as sock:
+            began = time.monotonic()
+            sock.sendall(b"ping")
+            assert _recv_exactly(sock, 4, 10) == b"ping"
+            assert time.monotonic() - began >= 0.06
+        deadline = time.monotonic() + 5
+        while link.counts() != (4, 4):  # synced from the link's process every 50 ms
+            assert time.monotonic() < deadline, f"counts stayed {link.counts()}"
+            time.sleep(0.01)
+        assert link.connections == 1
