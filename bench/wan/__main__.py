@@ -49,7 +49,7 @@ from bench.harness import (
 )
 from bench.stats import MB
 from bench.wan import report
-from bench.wan.cases import FERRY_WAN, MM2_WAN, TARGET_BROKER_WAN, cases_for
+from bench.wan.cases import FERRY_WAN, MM2_WAN, TARGET_BROKER_WAN, cases_for, profile_cases
 from bench.wan.clusters import WanCluster, WanClusters, wan_clusters
 from bench.wan.link import LinkProcess, LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows, effective_buffer
@@ -81,6 +81,13 @@ def parse_args() -> argparse.Namespace:
     add("--no-ceiling", action="store_true", help="skip measuring the link's own ceiling")
     add("--merge", action="store_true", help="keep earlier runs in wan.json not repeated now")
     add("--quick", action="store_true", help="a smoke check: one link, small, short")
+    add(
+        "--profile",
+        action="store_true",
+        help="what adds to ferry's latency: ferry with the WAN settings and one change at a "
+        "time (bench.wan.cases.PROFILE_VARIANTS) on each link, the base case alone on a 0 ms "
+        "link; a small backlog; writes wan-profile.{json,md}",
+    )
     add("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
@@ -88,6 +95,11 @@ def parse_args() -> argparse.Namespace:
         args.records = min(args.records, 50_000)
         args.warmup, args.seconds = 3.0, 10.0
         args.out = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / "ferry-bench-wan-quick"
+    if args.profile:
+        args.links = args.links if args.links != "60:200,100:1000" else "0:100000,60:200"
+        args.records = min(args.records, 20_000)
+        args.no_ceiling = True
+    args.name = "wan-profile" if args.profile else "wan"
     args.out = args.out or RESULTS
     return args
 
@@ -189,7 +201,11 @@ def main() -> int:
             warm_up(clusters.a.local)
             warm_up(clusters.b.local)
             for index, spec in enumerate(links):
-                for case in cases_for(args, index == 0):
+                if args.profile:
+                    cases = profile_cases()[: 1 if spec.rtt == 0 else None]
+                else:
+                    cases = cases_for(args, index == 0)
+                for case in cases:
                     try:
                         runs.append(
                             measure_case(case, spec, clusters, plan, values, work, os_buffers)
@@ -205,6 +221,7 @@ def main() -> int:
                                 "settings": case.settings,
                                 "placement": case.placement,
                                 "label": case.label,
+                                "variant": case.variant,
                                 "window_to_client": 0,
                                 "window_to_server": 0,
                                 "error": str(exc)[:2000],
@@ -218,8 +235,9 @@ def main() -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     earlier: dict[str, Any] = {}
-    if args.merge and (out / "wan.json").exists():
-        earlier = json.loads((out / "wan.json").read_text())
+    name = args.name
+    if args.merge and (out / f"{name}.json").exists():
+        earlier = json.loads((out / f"{name}.json").read_text())
         runs = report.merge_runs(earlier.get("runs", []), runs)
         ceiling = ceiling or earlier.get("proxy_ceiling", [])
     result = {
@@ -237,9 +255,10 @@ def main() -> int:
         "proxy_ceiling": ceiling,
         "seconds": time.monotonic() - began + float(earlier.get("seconds", 0) if args.merge else 0),
     }
-    (out / "wan.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "wan.md").write_text(report.markdown(result))
-    report.chart(runs, out / "wan.png")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{name}.md").write_text(report.markdown(result))
+    if not args.profile:
+        report.chart(runs, out / "wan.png")
     print(report.markdown(result))
     return 1 if any("error" in r for r in runs) else 0
 

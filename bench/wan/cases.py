@@ -29,6 +29,7 @@ __all__ = [
     "cases_for",
     "ferry_lines",
     "mm2_settings",
+    "profile_cases",
 ]
 
 # ferry's source consumer across a link (librdkafka keys, under `A.consumer.`): the receive
@@ -48,8 +49,15 @@ MM2_WAN: dict[str, str] = {
 # Producing across the link: the target's brokers' receive buffer is the window.
 TARGET_BROKER_WAN: dict[str, str] = {"socket.receive.buffer.bytes": "-1"}
 
-PLACEMENTS = ("near-target", "near-source")
-SETTINGS = ("default", "wan")
+# What adds to ferry's latency across a link (`--profile`): each on top of the WAN settings.
+PROFILE_VARIANTS: dict[str, tuple[str, ...]] = {
+    "": (),
+    "linger.ms=0": ("B.producer.linger.ms=0",),
+    "commit.interval.ms=200": ("ferry.commit.interval.ms=200",),
+    "commit.interval.ms=5000": ("ferry.commit.interval.ms=5000",),
+    "fetch.wait.max.ms=500": ("A.consumer.fetch.wait.max.ms=500",),
+    "fetch.min.bytes=65536": ("A.consumer.fetch.min.bytes=65536",),
+}
 
 
 @dataclass(frozen=True)
@@ -57,11 +65,14 @@ class Case:
     replicator: str  # ferry | mm2
     settings: str  # default | wan
     placement: str  # near-target | near-source
+    variant: str = ""  # a name for `extra`
+    extra: tuple[str, ...] = ()  # more `key=value` lines of ferry's config
 
     @property
     def label(self) -> str:
         where = "" if self.placement == "near-target" else ", next to the source"
-        return f"{self.replicator} {self.settings}{where}"
+        variant = f" + {self.variant}" if self.variant else ""
+        return f"{self.replicator} {self.settings}{variant}{where}"
 
     def source_settings(self) -> dict[str, str]:
         """The source consumer's settings this case gives beyond the benchmark's own."""
@@ -90,7 +101,8 @@ def case_windows(
 
 def ferry_lines(case: Case) -> list[str]:
     """`key=value` lines of ferry's config for the case (the source is cluster A)."""
-    return [f"A.consumer.{key}={value}" for key, value in case.source_settings().items()]
+    lines = [f"A.consumer.{key}={value}" for key, value in case.source_settings().items()]
+    return lines + list(case.extra)
 
 
 def mm2_settings(
@@ -143,3 +155,10 @@ def cases_for(args: argparse.Namespace, first_link: bool) -> list[Case]:
     if args.near_source == "all" or (args.near_source == "first" and first_link):
         cases += [Case(r, "wan", "near-source") for r in replicators]
     return cases
+
+
+def profile_cases() -> list[Case]:
+    """ferry with the WAN settings and each of `PROFILE_VARIANTS` on top, next to the target."""
+    return [
+        Case("ferry", "wan", "near-target", name, extra) for name, extra in PROFILE_VARIANTS.items()
+    ]

@@ -27,9 +27,13 @@ def floors(rtt_ms: float) -> dict[str, float]:
 
 def merge_runs(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[Any]:
     """Runs of an earlier results file that this run did not repeat, then this run's."""
-    key = ("link", "replicator", "settings", "placement")
-    repeated = {tuple(r[k] for k in key) for r in new}
-    return [r for r in old if tuple(r[k] for k in key) not in repeated] + list(new)
+    repeated = {(r["link"], r["label"]) for r in new}
+    return [r for r in old if (r["link"], r["label"]) not in repeated] + list(new)
+
+
+def _settings(run: Mapping[str, Any]) -> str:
+    variant = run.get("variant")
+    return f"{run['settings']} + {variant}" if variant else str(run["settings"])
 
 
 def _fmt(value: Any, pattern: str = "{:,.1f}") -> str:
@@ -64,7 +68,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         if "error" in r:
             backlog = "failed: " + str(r["error"]).splitlines()[0][:120].replace("|", "/")
         lines.append(
-            f"| {r['link']} | {r['placement']} | {r['replicator']} | {r['settings']} | "
+            f"| {r['link']} | {r['placement']} | {r['replicator']} | {_settings(r)} | "
             f"{r['window_to_client'] / 1024:,.0f} / {r['window_to_server'] / 1024:,.0f} | "
             f"{_fmt(r.get('first_record_seconds'))} | {backlog} | "
             f"{_fmt(r.get('backlog_link_share'), '{:.0%}')} | "

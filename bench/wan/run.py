@@ -74,7 +74,9 @@ def measure_case(
         "settings": case.settings,
         "placement": case.placement,
         "label": case.label,
+        "variant": case.variant,
         "source_settings": case.source_settings(),
+        "extra_settings": list(case.extra),
         "window_to_client": windows.to_client,
         "window_to_server": windows.to_server,
     }

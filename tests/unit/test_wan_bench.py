@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.wan.cases import Case, case_windows, cases_for, ferry_lines, mm2_settings
+from bench.wan.cases import (
+    Case,
+    case_windows,
+    cases_for,
+    ferry_lines,
+    mm2_settings,
+    profile_cases,
+)
 from bench.wan.clusters import wan_overrides
 from bench.wan.link import LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows
@@ -40,6 +47,15 @@ def test_the_placement_next_to_the_source_runs_on_the_first_link_only() -> None:
         "mm2 wan, next to the source",
     ]
     assert len(cases_for(args, first_link=False)) == 4
+
+
+def test_profile_cases_change_one_thing_each() -> None:
+    cases = profile_cases()
+    assert cases[0].label == "ferry wan"
+    assert "ferry wan + linger.ms=0" in [c.label for c in cases]
+    assert all(len(c.extra) == (0 if i == 0 else 1) for i, c in enumerate(cases))
+    linger = next(c for c in cases if c.variant == "linger.ms=0")
+    assert ferry_lines(linger)[-1] == "B.producer.linger.ms=0"
 
 
 def test_windows_follow_the_client_that_carries_the_records() -> None:
@@ -77,7 +93,9 @@ def test_the_wan_listener_is_advertised_at_the_link(tmp_path: Path) -> None:
 
 
 def _run(replicator: str, settings: str, rtt: float, **extra: Any) -> dict[str, Any]:
+    placement = extra.get("placement", "near-target")
     return {
+        "label": f"{replicator} {settings} {placement}",
         "link": f"{rtt:.0f} ms / 200 Mbit/s",
         "rtt_ms": rtt,
         "bandwidth_mbit": 200.0,
@@ -117,6 +135,7 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
         _run("mm2", "wan", 100),
         _run("ferry", "wan", 60, placement="near-source"),
         _run("mm2", "default", 60, backlog_complete=False),
+        _run("ferry", "wan", 60, variant="linger.ms=0"),
         {**_run("mm2", "default", 100), "error": "it broke | badly\nmore"},
     ]
     report = {
@@ -143,6 +162,7 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
         in text
     )
     assert "8.0 (incomplete)" in text
+    assert "| ferry | wan + linger.ms=0 |" in text
     assert "failed: it broke / badly |" in text
     assert "| 60 / 89 |" in text
     assert "| loopback | 100.0 |  |" in text
