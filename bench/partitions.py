@@ -21,11 +21,12 @@ settings described) and the planning of one lease (the source's ends and the flo
 on the target, read at once, then the bins), each the median of `--plans` rounds, and of the
 planning the part spent reading those offsets.
 
-Writes bench/results/partitions.{json,md} and partitions.png (or under `--out`) and prints the
-table. With `--merge`, the shapes run replace the same shapes in the results file already
-there and keep the others (a run of every shape takes longer than one sitting on a shared
-machine: `--shapes 100x10,1000x10`, then `--shapes 100x100 --merge`). Run from the repository
-root: `python -m bench.partitions`.
+Writes bench/results/partitions.{json,md} and partitions.png (or under `--out`) after every
+shape, so a run stopped later keeps the shapes it finished, and prints the table. With
+`--merge`, the shapes run replace the same shapes in the results file already there and keep
+the others (every shape in one run takes longer than one sitting on a shared machine:
+`--shapes 1000x10,100x100`, then `--shapes 100x10 --merge`). Run from the repository root:
+`python -m bench.partitions`.
 """
 
 from __future__ import annotations
@@ -413,26 +414,6 @@ def merged(
 def main() -> None:
     args = parse_args()
     shapes = [shape_of(s) for s in args.shapes.split(",") if s.strip()]
-    compile_ferry()
-    began = time.monotonic()
-    runs: list[dict[str, Any]] = []
-    # Fresh clusters per shape: a broker holding every shape's topics (and both copies of
-    # them) would hold more partitions' log files than a process may open (ulimit -n).
-    for topics, partitions in shapes:
-        with (
-            tempfile.TemporaryDirectory(prefix="ferry-bench-partitions-") as tmp,
-            local_clusters(Path(tmp) / "clusters") as bootstraps,
-        ):
-            warm_up(bootstraps[0])
-            warm_up(bootstraps[1])
-            runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    invocation = {
-        "command": "python -m bench.partitions " + " ".join(sys.argv[1:]),
-        "shapes": ", ".join(f"{t} x {p}" for t, p in shapes),
-        "date": now,
-        "seconds": round(time.monotonic() - began),
-    }
     settings = {
         "records_per_topic": args.records,
         "mm2_tasks": args.mm2_tasks,
@@ -445,12 +426,34 @@ def main() -> None:
         earlier = json.loads(results.read_text())
         if earlier.get("settings", {}).get("records_per_topic") != args.records:
             raise SystemExit(f"--merge: {results} holds runs of other settings")
-    report = merged(earlier, runs, invocation, settings, now, machine_info(local=True))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "partitions.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "partitions.md").write_text(markdown(report))
-    chart(report["runs"], args.out / "partitions.png")
-    print(markdown(report))
+    compile_ferry()
+    machine = machine_info(local=True)
+    began = time.monotonic()
+    runs: list[dict[str, Any]] = []
+    # Fresh clusters per shape: a broker holding every shape's topics (and both copies of
+    # them) would hold more partitions' log files than a process may open (ulimit -n).
+    for done, (topics, partitions) in enumerate(shapes, 1):
+        with (
+            tempfile.TemporaryDirectory(prefix="ferry-bench-partitions-") as tmp,
+            local_clusters(Path(tmp) / "clusters") as bootstraps,
+        ):
+            warm_up(bootstraps[0])
+            warm_up(bootstraps[1])
+            runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
+        # Written after every shape: a run stopped later keeps the shapes it finished.
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        invocation = {
+            "command": "python -m bench.partitions " + " ".join(sys.argv[1:]),
+            "shapes": ", ".join(f"{t} x {p}" for t, p in shapes[:done]),
+            "date": now,
+            "seconds": round(time.monotonic() - began),
+        }
+        report = merged(earlier, runs, invocation, settings, now, machine)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "partitions.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / "partitions.md").write_text(markdown(report))
+        chart(report["runs"], args.out / "partitions.png")
+    print((args.out / "partitions.md").read_text())
 
 
 if __name__ == "__main__":
