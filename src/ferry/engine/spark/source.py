@@ -122,6 +122,23 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         interval = self.flow.refresh_topics_interval_seconds
         self._next_refresh = now + interval if self.flow.refresh_topics_enabled else float("inf")
 
+    def _refresh_for_plan(self) -> None:
+        """The flow's topics, read again at once when they changed (the API, the graph: the
+        replan marker) since the last plan. The marker is removed before the changed state
+        is read, never after: a change recorded while this plan reads marks it again, so the
+        lease about to start ends at once and the next plan has that change too. A read that
+        fails puts the marker back for the next attempt."""
+        marker = self.state.replan_marker
+        changed = marker.exists()
+        if changed:
+            marker.unlink(missing_ok=True)
+        try:
+            self._refresh(force=changed)
+        except BaseException:
+            if changed:
+                marker.touch()
+            raise
+
     def _end_offsets(self, which: str) -> dict[TP, int]:
         topics = {t.topic: t.partitions for t in self._topics.values()}
         return self._topic_manager().end_offsets(topics, which)
@@ -155,10 +172,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # stays where the last one committed it.
             return _nested(start)
         if self._available_now is None:
-            replan = self.state.replan_marker.exists()  # the API changed the flow's topics
-            self._refresh(force=replan)
-            if replan:
-                self.state.replan_marker.unlink(missing_ok=True)
+            self._refresh_for_plan()
             latest = self._end_offsets("latest")
         else:
             latest = dict(self._available_now)
@@ -254,11 +268,10 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _next_lease(self, start: dict[str, Any]) -> dict[str, Any]:
         if self.state.stop_marker.exists() or self.state.control().paused:
             return start  # stopping or paused (the running lease ends at the replan marker)
-        self._refresh(force=self.state.replan_marker.exists())
+        self._refresh_for_plan()
         self._read_lease_offsets(write_latest=True)
         topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
         lease = int(start.get("lease", 0)) + 1
-        self.state.replan_marker.unlink(missing_ok=True)
         self.state.write_lease(lease, topics)
         return {"lease": lease, "topics": topics}
 
