@@ -100,6 +100,7 @@ def parse_args() -> argparse.Namespace:
         args.records = min(args.records, 20_000)
         args.no_ceiling = True
     args.name = "wan-profile" if args.profile else "wan"
+    args.earlier = None  # an earlier results file, read once (--merge)
     args.out = args.out or RESULTS
     return args
 
@@ -177,6 +178,50 @@ def _perf(
     }
 
 
+def write_results(
+    args: argparse.Namespace,
+    plan: Plan,
+    os_buffers: OsBuffers,
+    runs: list[dict[str, Any]],
+    ceiling: list[dict[str, Any]],
+    seconds: float,
+) -> str:
+    """`<name>.json`, `.md` (and for the main run `wan.png`) under `--out`; the markdown."""
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    name = args.name
+    earlier: dict[str, Any] = {}
+    if args.merge and args.earlier is not None:
+        earlier = args.earlier
+    elif args.merge and (out / f"{name}.json").exists():
+        earlier = args.earlier = json.loads((out / f"{name}.json").read_text())
+    if earlier:
+        runs = report.merge_runs(earlier.get("runs", []), runs)
+        ceiling = ceiling or earlier.get("proxy_ceiling", [])
+        seconds += float(earlier.get("seconds", 0))
+    result = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine_info(local=True),
+        "plan": {**plan.__dict__, "value_bytes": args.value_bytes},
+        "os_buffers": os_buffers.__dict__,
+        "settings": {
+            "ferry wan (A.consumer.*)": FERRY_WAN,
+            "mm2 wan (A.consumer.*)": MM2_WAN,
+            "mm2 default": "Kafka's consumer defaults; B.producer.* as ferry's defaults",
+            "target broker (B)": TARGET_BROKER_WAN,
+        },
+        "runs": runs,
+        "proxy_ceiling": ceiling,
+        "seconds": seconds,
+    }
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    text = report.markdown(result)
+    (out / f"{name}.md").write_text(text)
+    if not args.profile:
+        report.chart(runs, out / "wan.png")
+    return text
+
+
 def main() -> int:
     args = parse_args()
     links = parse_links(args.links)
@@ -210,6 +255,8 @@ def main() -> int:
                         runs.append(
                             measure_case(case, spec, clusters, plan, values, work, os_buffers)
                         )
+                        # After every case: a run cut short still leaves what it measured.
+                        write_results(args, plan, os_buffers, runs, [], time.monotonic() - began)
                     except Exception as exc:  # recorded; the other cases still run
                         note(f"{spec.label} {case.label} failed: {exc}")
                         runs.append(
@@ -232,34 +279,8 @@ def main() -> int:
                 ceiling = link_ceiling(
                     clusters, fastest, min(args.records, 200_000), values, work, os_buffers
                 )
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    earlier: dict[str, Any] = {}
-    name = args.name
-    if args.merge and (out / f"{name}.json").exists():
-        earlier = json.loads((out / f"{name}.json").read_text())
-        runs = report.merge_runs(earlier.get("runs", []), runs)
-        ceiling = ceiling or earlier.get("proxy_ceiling", [])
-    result = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine_info(local=True),
-        "plan": {**plan.__dict__, "value_bytes": args.value_bytes},
-        "os_buffers": os_buffers.__dict__,
-        "settings": {
-            "ferry wan (A.consumer.*)": FERRY_WAN,
-            "mm2 wan (A.consumer.*)": MM2_WAN,
-            "mm2 default": "Kafka's consumer defaults; B.producer.* as ferry's defaults",
-            "target broker (B)": TARGET_BROKER_WAN,
-        },
-        "runs": runs,
-        "proxy_ceiling": ceiling,
-        "seconds": time.monotonic() - began + float(earlier.get("seconds", 0) if args.merge else 0),
-    }
-    (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / f"{name}.md").write_text(report.markdown(result))
-    if not args.profile:
-        report.chart(runs, out / "wan.png")
-    print(report.markdown(result))
+    text = write_results(args, plan, os_buffers, runs, ceiling, time.monotonic() - began)
+    print(text)
     return 1 if any("error" in r for r in runs) else 0
 
 
