@@ -240,6 +240,7 @@ def measure(
     counter: TopicCounter,
 ) -> dict[str, Any]:
     bootstrap_a, bootstrap_b = bootstraps
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     replicator = make_replicator(spec, bootstraps, args.partitions)
     topic = f"eoc-{index}-{uuid.uuid4().hex[:12]}"
     target = replicator.target(topic)
@@ -305,6 +306,7 @@ def measure(
     return {
         "kind": spec.kind,
         "label": spec.label,
+        "started": started,
         "exactly_once": spec.exactly_once,
         "commit_interval_ms": spec.interval_ms if spec.kind.startswith("ferry") else None,
         "rate": args.rate,
@@ -398,28 +400,30 @@ def markdown(r: dict[str, Any]) -> str:
         f"warm-up, then {r['seconds']:.0f} s timed; one run each, in the order listed "
         "(`python -m bench.exactly_once_consumer`).",
         "",
-        "| run | append p50 | p99 | p99.9 | consumer p50 | p99 | p99.9 | max "
+        "| run | started | append p50 | p99 | p99.9 | consumer p50 | p99 | p99.9 | max "
         "| CPU share | txn ids | markers/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for x in r["runs"]:
         a, c = x["append"], x["consumer"]
         ids = len(x["transactional_ids"])
         lines.append(
-            f"| {x['label']} | {_ms(a['p50_ms'])} | {_ms(a['p99_ms'])} | {_ms(a['p999_ms'])} "
+            f"| {x['label']} | {x.get('started', '')[11:16]} "
+            f"| {_ms(a['p50_ms'])} | {_ms(a['p99_ms'])} | {_ms(a['p999_ms'])} "
             f"| {_ms(c['p50_ms'])} | **{_ms(c['p99_ms'])}** | {_ms(c['p999_ms'])} "
             f"| {_ms(c['max_ms'])} | {x['cpu_share']:.2f} | {ids} "
             f"| {x['markers_per_second']:,.0f} |"
         )
     lines += [
         "",
-        "Latencies in ms. append: the target broker's append time minus the source timestamp "
+        "Latencies in ms; started: when the run began (UTC; each session of the benchmark starts "
+        "fresh clusters). append: the target broker's append time minus the source timestamp "
         "(before any transaction commits). consumer: a read_committed consumer's receive time "
-        "minus the source timestamp (at-least-once writes no transactions, so there it reads "
-        "what read_uncommitted would). CPU share: the replicator's process tree, CPU seconds "
-        "per second of the timed window (1.00 = one core). txn ids: transactional ids the "
-        "target's coordinators list for this run's writers (`kafka-transactions.sh list`); "
-        "markers/s: transaction markers written into the target topic per second of the run.",
+        "minus the source timestamp (at-least-once writes no transactions, so there it reads what"
+        " read_uncommitted would). CPU share: the replicator's process tree, CPU seconds per "
+        "second of the timed window (1.00 = one core). txn ids: transactional ids the target's "
+        "coordinators list for this run's writers (`kafka-transactions.sh list`); markers/s: "
+        "transaction markers written into the target topic per second of the run.",
         "",
         "MirrorMaker 2's exactly-once settings (added to its usual benchmark config): "
         + ", ".join(f"`{k} = {v}`" for k, v in r["mm2_exactly_once_settings"].items())

@@ -228,10 +228,21 @@ class CommittedReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-committed", daemon=True)
 
-    def start(self) -> CommittedReader:
-        metadata = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic]
-        if metadata.error is not None or not metadata.partitions:
-            raise RuntimeError(f"{self.topic} is not there to read: {metadata.error}")
+    def start(self, timeout: float = 30.0) -> CommittedReader:
+        """Assigns the topic's partitions, once the broker knows them all with a leader (a
+        topic created just before may not be in its metadata yet), and starts reading."""
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = self._consumer.list_topics(self.topic, timeout=10).topics[self.topic]
+            if (
+                metadata.error is None
+                and metadata.partitions
+                and all(p.leader >= 0 for p in metadata.partitions.values())
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.topic} is not there to read: {metadata.error}")
+            time.sleep(0.1)
         self._consumer.assign(
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)]
         )

@@ -106,6 +106,7 @@ def _result() -> dict[str, Any]:
             {
                 "kind": spec.kind,
                 "label": spec.label,
+                "started": "2026-11-26T14:00:05+00:00",
                 "append": _summary(p50 / 2),
                 "consumer": _summary(p50),
                 "cpu_share": 0.4,
@@ -133,7 +134,8 @@ def _result() -> dict[str, Any]:
 
 def test_markdown_has_a_row_per_run_and_the_ids() -> None:
     text = markdown(_result())
-    assert "| ferry exactly-once, commit interval 50 ms | 20 | 60 | 80 | 40 | **120** |" in text
+    row = "| ferry exactly-once, commit interval 50 ms | 14:00 | 20 | 60 | 80 | 40 | **120** |"
+    assert row in text
     assert "`B.exactly.once.source.support = enabled`" in text
     assert "- ferry at-least-once, commit interval 1000 ms: none" in text
     assert "`mm2-r-MirrorSourceConnector-0`" in text
