@@ -274,6 +274,12 @@ def measure(
             stop()
         proc.sample(force=True)
         cpu_before = proc.cpu_seconds
+        # Offsets beyond the records are the transactions' markers: counted over the timed
+        # window (give or take the records in flight as it begins).
+        offsets_before, received_before = (
+            sum(end_offsets(bootstrap_b, target).values()),
+            reader.received,
+        )
         began = time.monotonic()
         note(f"{spec.label}: timed, {args.rate:,.0f} records/s for {args.seconds:.0f} s")
         stop = sample_in_background(proc)
@@ -286,10 +292,8 @@ def measure(
         cpu = proc.cpu_seconds - cpu_before
         wait_for_count(counter, target, warm + timed, 300, spec.label)
         reader.wait_for(timed, 300)
-        # Offsets beyond the records: the transactions' commit (or abort) markers.
         offsets = sum(end_offsets(bootstrap_b, target).values())
-        markers = offsets - reader.received
-        elapsed = time.monotonic() - proc.began
+        markers = max(0, (offsets - offsets_before) - (reader.received - received_before))
         listed, raw = list_transactions(bootstrap_b, run_dir)
         proc.stop(grace=60)
         consumer_latencies = reader.stop()
@@ -320,7 +324,7 @@ def measure(
         "ready_seconds": round(ready, 2),
         "load_before": round(proc.load_before, 2),
         "transaction_markers": markers,
-        "markers_per_second": round(markers / elapsed, 1),
+        "markers_per_second": round(markers / timed_seconds, 1),
         "transactional_id_prefix": prefix,
         "transactional_ids": mine,
         "transactions_listed": len(listed),
@@ -353,7 +357,8 @@ METHOD = {
     "transactions": (
         "kafka-transactions.sh list (org.apache.kafka.tools.TransactionsCommand) on the "
         "target while the replicator ran, filtered to this run's writers; transaction "
-        "markers = the target topic's end offsets minus the records a consumer read"
+        "markers = how far the target topic's end offsets moved in the timed window minus the "
+        "records a consumer read meanwhile (give or take those in flight as it began)"
     ),
 }
 
@@ -423,7 +428,7 @@ def markdown(r: dict[str, Any]) -> str:
         " read_uncommitted would). CPU share: the replicator's process tree, CPU seconds per "
         "second of the timed window (1.00 = one core). txn ids: transactional ids the target's "
         "coordinators list for this run's writers (`kafka-transactions.sh list`); markers/s: "
-        "transaction markers written into the target topic per second of the run.",
+        "transaction markers written into the target topic per second of the timed window.",
         "",
         "MirrorMaker 2's exactly-once settings (added to its usual benchmark config): "
         + ", ".join(f"`{k} = {v}`" for k, v in r["mm2_exactly_once_settings"].items())
