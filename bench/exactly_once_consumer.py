@@ -454,6 +454,7 @@ def markdown(r: dict[str, Any]) -> str:
 def chart(r: dict[str, Any], path: Path) -> Path:
     """Latency percentiles per run (append and consumer), and CPU share, as bars."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import LogFormatter
 
     runs = r["runs"]
     figure = Figure(figsize=(10, 8), layout="constrained")
@@ -476,6 +477,8 @@ def chart(r: dict[str, Any], path: Path) -> Path:
                 label=f"{label} at {'the append' if view == 'append' else 'the consumer'}",
             )
     latency.set_yscale("log")
+    latency.yaxis.set_major_formatter(LogFormatter())  # 10, 100, not 10^1, 10^2
+    latency.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     latency.set_ylabel("latency, ms (log scale)")
     latency.set_title(
         f"{r['rate']:,.0f} records/s x {r['value_bytes']} B, {r['partitions']} partitions, "
@@ -488,7 +491,10 @@ def chart(r: dict[str, Any], path: Path) -> Path:
     cpu.set_ylim(bottom=0)
     cpu.grid(True, axis="y", alpha=0.3)
     cpu.set_xticks(positions)
-    cpu.set_xticklabels([x["label"].replace(", ", "\n") for x in runs], fontsize="small")
+    cpu.set_xticklabels(
+        [f"{x['label'].replace(', ', chr(10))}\n{x.get('started', '')[11:16]}" for x in runs],
+        fontsize="small",
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     return path
