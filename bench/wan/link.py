@@ -158,6 +158,8 @@ class WanLink:
                 return_exceptions=True,
             )
             self._writers.discard(server_out)
+        except asyncio.CancelledError:
+            pass  # the link is stopping: the connection ends here, and that is all
         finally:
             self._writers.discard(client_out)
             self._tasks.discard(task)
