@@ -134,10 +134,11 @@ def chart(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
         )
     share_axes.set_xticks(range(len(links)), [link for _rtt, link in links])
     share_axes.set_ylabel("backlog rate / link bandwidth")
-    share_axes.set_ylim(0, 1.05)
+    share_axes.set_ylim(0, 1.45)  # room for the legend above the bars
+    share_axes.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     share_axes.set_title("Backlog across the link")
     share_axes.grid(True, axis="y", alpha=0.3)
-    share_axes.legend(fontsize="small")
+    share_axes.legend(fontsize="small", ncols=2, loc="upper center")
     for replicator, settings in sorted({(r["replicator"], r["settings"]) for r in near}):
         mine = sorted(
             (
