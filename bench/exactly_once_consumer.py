@@ -205,7 +205,7 @@ def writer_prefix(replicator: Any, topic: str) -> str:
     """The start of every transactional id this run's replicator writes with."""
     if isinstance(replicator, MirrorMaker2):
         # Connect's task producers: <group.id>-<connector>-<task>, group.id = mm2-<run id>.
-        return f"mm2-{getattr(replicator, 'run_id', '')}"
+        return f"mm2-{replicator._run_ids.get(topic, '?')}-"
     return f"ferry:A->B:{topic}:"
 
 
