@@ -114,12 +114,16 @@ docs: $(STAMP)
 # .venv/bin/python -m bench.compare --help). MM2 and the perf tools come from Maven Central
 # with the brokers (`make setup`). Writes bench/results/latest.{json,md} and sweep.png.
 # Then start-up: process start to the first copied record, ferry (with and without its head
-# start) against MM2, 5 rounds (bench/results/startup.{json,md}). Not part of `make test`.
+# start) against MM2, 5 rounds (bench/results/startup.{json,md}). Then many partitions
+# (partitions.*), across a WAN (wan.*) and exactly-once latency at a read_committed consumer
+# of the target, ferry at two commit intervals and MM2 with its exactly-once engaged
+# (exactly-once-consumer.*). Not part of `make test`.
 bench: setup
 	$(BIN)/python -m bench.compare
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.wan
+	$(BIN)/python -m bench.exactly_once_consumer --runs ferry-eos,ferry-eos:25,mm2-eos,ferry-alos,mm2-alos
 
 # The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
 # minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
