@@ -77,3 +77,83 @@ def test_records_written_elsewhere_pause_a_flow_and_switch_which_flows_run(
     restarted = Controller(config, print, logs={"A->B": on_b}, standby={"B->A": on_a})
     restarted.restore()
     assert [f.name for f in restarted.effective().enabled_flows] == ["B->A"]
+
+
+def _every_topic(config: FerryConfig, alias: str) -> set[str]:
+    return {"first", "second", "third", "mine", "orders"}
+
+
+class MemoryTopic:
+    """A one-partition control topic in memory, read by follow() through a tail; `during_read`
+    runs while a read is out (after the records it returns were taken), as the API's thread
+    may."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes]] = []
+        self.read_to = 0
+        self.during_read: list[object] = []
+
+    def read_new(self) -> list[tuple[bytes, bytes]]:
+        batch, self.read_to = self.records[self.read_to :], len(self.records)
+        while self.during_read:
+            self.during_read.pop(0)()  # type: ignore[operator]
+        return batch  # type: ignore[return-value]
+
+
+class MemoryLog(ControlLog):
+    def __init__(self, config: FerryConfig, topic: MemoryTopic) -> None:
+        super().__init__(config.clusters["B"], "ferry-control.internal")
+        self.memory = topic
+        self._tail = topic  # type: ignore[assignment]
+
+    def read(self) -> dict[str, FlowControl]:
+        return self._parse(list(self.memory.records))  # type: ignore[arg-type]
+
+    def _produce(self, key: str, value: bytes) -> None:
+        self.memory.records.append((key.encode(), value))
+
+
+def test_a_change_made_here_while_a_look_is_out_is_never_undone_by_an_older_record(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    topic = MemoryTopic()
+    log = MemoryLog(config, topic)
+    controller = Controller(config, print, logs={"A->B": log}, standby={}, topics=_every_topic)
+    controller.restore()
+    state = FlowState(tmp_path / "state" / "A-to-B")
+
+    controller.add_topic("A", "B", "first")
+    # The next look reads "first"'s record; while it is out, the API adds "second".
+    topic.during_read.append(lambda: controller.add_topic("A", "B", "second"))
+    assert controller.follow() is None
+    assert {"first", "second"} <= set(state.control().added)
+    assert controller.follow() is None  # reads "second"'s record back: nothing to undo
+    assert {"first", "second"} <= set(state.control().added)
+    # A third change is built on the state that has both, so the topic's last record has all.
+    controller.add_topic("A", "B", "third")
+    assert {"first", "second", "third"} <= set(log.read()["A->B"].added)
+
+
+def test_a_change_another_process_records_is_followed_and_ours_after_it_wins(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    topic = MemoryTopic()
+    log = MemoryLog(config, topic)
+    controller = Controller(config, print, logs={"A->B": log}, standby={}, topics=_every_topic)
+    controller.restore()
+    state = FlowState(tmp_path / "state" / "A-to-B")
+
+    elsewhere = FlowControl().pause()
+    topic.records.append((b"A->B", elsewhere.to_bytes()))
+    assert controller.follow() is None
+    assert state.control().paused  # another process's change acts here
+
+    topic.records.append((b"A->B", FlowControl().to_bytes()))  # resumed elsewhere ...
+    topic.during_read.append(lambda: controller.add_topic("A", "B", "mine"))  # ... then ours
+    controller.follow()
+    # Ours lies after the record that look read, so it stands, and both are in the topic.
+    assert "mine" in state.control().added
+    assert controller.follow() is None
+    assert "mine" in state.control().added

@@ -133,9 +133,11 @@ class Controller:
             before = set(self.flows)
             for name, state in self.states.items():
                 kept = self._log(name)
-                if kept is None or id(kept) not in found:
+                if kept is None or name not in found.get(id(kept), {}):
                     continue
-                recorded = found[id(kept)].get(name, FlowControl())
+                if kept.writes_pending(name):
+                    continue  # this process recorded a newer change: the topic's order wins
+                recorded = found[id(kept)][name]
                 if recorded == state.control():
                     continue
                 state.write_control(recorded)

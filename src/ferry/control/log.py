@@ -58,7 +58,9 @@ class ControlLog:
         self._timeout = timeout
         self._producer: Any = None
         self._tail: TopicTail | None = None  # follow(): where the last look stopped
-        self._followed: dict[str, FlowControl] = {}
+        # This process's records, per flow, in the order written, until follow() reads each
+        # back: a record of its own read late must never undo a newer change it made since.
+        self._pending: dict[str, list[bytes]] = {}
 
     @property
     def where(self) -> str:
@@ -74,12 +76,29 @@ class ControlLog:
             tail.close()
 
     def follow(self) -> dict[str, FlowControl]:
-        """Every flow's last record, reading only what was written since the last call (a
-        running `ferry run` looks every few seconds for changes made by other processes)."""
+        """The flows whose last record among those written since the last call came from
+        another process, with that record (a running `ferry run` looks every few seconds for
+        changes made elsewhere). This process's own records are recognised as they come back,
+        in the order it wrote them, and left out: its state has them already."""
         if self._tail is None:
             self._tail = TopicTail(self.cluster, self.topic, timeout=self._timeout)
-        self._followed = {**self._followed, **self._parse(self._tail.read_new())}
-        return dict(self._followed)
+        last: dict[str, FlowControl | None] = {}
+        for key, value in self._tail.read_new():
+            if key is None or key.decode("utf-8", "replace").startswith(SWITCHOVER_KEY):
+                continue
+            name = key.decode("utf-8", "replace")
+            own = self._pending.get(name)
+            if own and own[0] == value:
+                own.pop(0)
+                last[name] = None
+            else:
+                last.update(self._parse([(key, value)]))
+        return {name: control for name, control in last.items() if control is not None}
+
+    def writes_pending(self, flow: str) -> bool:
+        """Whether this process wrote a record of `flow` that follow() has not read back yet
+        (it then lies after everything follow() returned, so it is the flow's state)."""
+        return bool(self._pending.get(flow))
 
     def _parse(self, records: list[tuple[bytes | None, bytes | None]]) -> dict[str, FlowControl]:
         state: dict[str, FlowControl] = {}
@@ -116,7 +135,14 @@ class ControlLog:
     def write(self, flow: str, control: FlowControl) -> None:
         """Record `control` as flow `flow`'s state, once the cluster acknowledged it; raises
         a `FerryError` naming the cluster and the topic otherwise."""
-        self._produce(flow, control.to_bytes())
+        value = control.to_bytes()
+        pending = self._pending.setdefault(flow, [])
+        pending.append(value)  # before it can be read back
+        try:
+            self._produce(flow, value)
+        except BaseException:
+            pending.pop()  # refused: a copy that reached the topic anyway reads as another's
+            raise
 
     def _produce(self, key: str, value: bytes) -> None:
         self.ensure_topic()
