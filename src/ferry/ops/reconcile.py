@@ -27,6 +27,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
+from ferry.kafka.retry import retry_unavailable
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
 from ferry.offsets.stranded import (
@@ -228,9 +229,23 @@ def read_ranges(
 def log_bounds(
     cluster: ClusterConfig, admin: Any, partitions: list[TP], timeout: float
 ) -> dict[TP, tuple[int, int]]:
-    """(log start, last stable offset) of each partition."""
+    """(log start, last stable offset) of each partition. A partition without a leader yet
+    (a topic just created) or a broker that does not answer is asked again for up to
+    `timeout` seconds before the error is raised."""
     if not partitions:
         return {}
+    return retry_unavailable(
+        lambda: _log_bounds(cluster, admin, partitions, timeout),
+        on_retry=lambda error, delay: None,
+        sleep=time.sleep,
+        max_wait=timeout,
+        first_delay=0.2,
+    )
+
+
+def _log_bounds(
+    cluster: ClusterConfig, admin: Any, partitions: list[TP], timeout: float
+) -> dict[TP, tuple[int, int]]:
     found: dict[str, dict[TP, int]] = {}
     for kind, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
         futures = admin.list_offsets(
