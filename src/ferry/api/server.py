@@ -98,7 +98,10 @@ class ApiServer:
             time.sleep(0.05)
         path = address_file(self._config)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
+        # Written aside and renamed: whoever waits for the file never reads it half written.
+        pending = path.with_name(f".{path.name}.{os.getpid()}")
+        pending.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
+        os.replace(pending, path)
         return self
 
     def stop(self) -> None:
