@@ -113,15 +113,20 @@ class MemoryLog(ControlLog):
         self.memory.records.append((key.encode(), value))
 
 
-def test_a_change_made_here_while_a_look_is_out_is_never_undone_by_an_older_record(
-    tmp_path: Path,
-) -> None:
+def _running(tmp_path: Path) -> tuple[MemoryTopic, MemoryLog, Controller, FlowState]:
+    """A controller of flow A->B following its control topic in memory, restored."""
     config = _config(tmp_path)
     topic = MemoryTopic()
     log = MemoryLog(config, topic)
     controller = Controller(config, print, logs={"A->B": log}, standby={}, topics=_every_topic)
     controller.restore()
-    state = FlowState(tmp_path / "state" / "A-to-B")
+    return topic, log, controller, FlowState(tmp_path / "state" / "A-to-B")
+
+
+def test_a_change_made_here_while_a_look_is_out_is_never_undone_by_an_older_record(
+    tmp_path: Path,
+) -> None:
+    topic, log, controller, state = _running(tmp_path)
 
     controller.add_topic("A", "B", "first")
     # The next look reads "first"'s record; while it is out, the API adds "second".
@@ -138,12 +143,7 @@ def test_a_change_made_here_while_a_look_is_out_is_never_undone_by_an_older_reco
 def test_a_change_another_process_records_is_followed_and_ours_after_it_wins(
     tmp_path: Path,
 ) -> None:
-    config = _config(tmp_path)
-    topic = MemoryTopic()
-    log = MemoryLog(config, topic)
-    controller = Controller(config, print, logs={"A->B": log}, standby={}, topics=_every_topic)
-    controller.restore()
-    state = FlowState(tmp_path / "state" / "A-to-B")
+    topic, _log, controller, state = _running(tmp_path)
 
     elsewhere = FlowControl().pause()
     topic.records.append((b"A->B", elsewhere.to_bytes()))
