@@ -88,6 +88,13 @@ def parse_args() -> argparse.Namespace:
         "time (bench.wan.cases.PROFILE_VARIANTS) on each link, the base case alone on a 0 ms "
         "link; a small backlog; writes wan-profile.{json,md}",
     )
+    add(
+        "--profile-placement",
+        choices=("near-target", "near-source"),
+        default="near-target",
+        help="with --profile: where ferry runs (near-source: its producer crosses the link; "
+        "writes wan-profile-near-source.{json,md})",
+    )
     add("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
@@ -99,7 +106,9 @@ def parse_args() -> argparse.Namespace:
         args.links = args.links if args.links != "60:200,100:1000" else "0:100000,60:200"
         args.records = min(args.records, 20_000)
         args.no_ceiling = True
-    args.name = "wan-profile" if args.profile else "wan"
+    args.name = "wan" if not args.profile else "wan-profile"
+    if args.profile and args.profile_placement == "near-source":
+        args.name = "wan-profile-near-source"
     args.earlier = None  # an earlier results file, read once (--merge)
     args.out = args.out or RESULTS
     return args
@@ -247,7 +256,8 @@ def main() -> int:
             warm_up(clusters.b.local)
             for index, spec in enumerate(links):
                 if args.profile:
-                    cases = profile_cases()[: 1 if spec.rtt == 0 else None]
+                    cases = profile_cases(args.profile_placement)
+                    cases = cases[: 1 if spec.rtt == 0 else None]
                 else:
                     cases = cases_for(args, index == 0)
                 for case in cases:

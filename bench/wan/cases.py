@@ -58,6 +58,15 @@ PROFILE_VARIANTS: dict[str, tuple[str, ...]] = {
     "fetch.wait.max.ms=500": ("A.consumer.fetch.wait.max.ms=500",),
     "fetch.min.bytes=65536": ("A.consumer.fetch.min.bytes=65536",),
 }
+# Next to the source the producer crosses the link: what of its path adds latency there.
+NEAR_SOURCE_PROFILE_VARIANTS: dict[str, tuple[str, ...]] = {
+    "": (),
+    "linger.ms=0": ("B.producer.linger.ms=0",),
+    "compression.type=none": ("B.producer.compression.type=none",),
+    "commit.interval.ms=5000": ("ferry.commit.interval.ms=5000",),
+    "max.in.flight=1": ("B.producer.max.in.flight.requests.per.connection=1",),
+    "copier=python": ("ferry.copier=python",),
+}
 
 
 @dataclass(frozen=True)
@@ -157,8 +166,8 @@ def cases_for(args: argparse.Namespace, first_link: bool) -> list[Case]:
     return cases
 
 
-def profile_cases() -> list[Case]:
-    """ferry with the WAN settings and each of `PROFILE_VARIANTS` on top, next to the target."""
-    return [
-        Case("ferry", "wan", "near-target", name, extra) for name, extra in PROFILE_VARIANTS.items()
-    ]
+def profile_cases(placement: str = "near-target") -> list[Case]:
+    """ferry with the WAN settings and each variant of the placement on top
+    (`PROFILE_VARIANTS` next to the target, `NEAR_SOURCE_PROFILE_VARIANTS` next to the source)."""
+    variants = PROFILE_VARIANTS if placement == "near-target" else NEAR_SOURCE_PROFILE_VARIANTS
+    return [Case("ferry", "wan", placement, name, extra) for name, extra in variants.items()]
