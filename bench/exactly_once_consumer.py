@@ -94,11 +94,13 @@ class RunSpec:
 
     kind: str
     commit_interval_ms: int | None = None
+    extra: tuple[str, ...] = ()  # more `key=value` lines of ferry's config (--ferry-setting)
 
     @property
     def label(self) -> str:
         if self.kind.startswith("ferry"):
-            return f"{LABELS[self.kind]}, commit interval {self.interval_ms} ms"
+            more = "".join(f", {line}" for line in self.extra)
+            return f"{LABELS[self.kind]}, commit interval {self.interval_ms} ms{more}"
         return LABELS[self.kind]
 
     @property
@@ -120,11 +122,12 @@ class RunSpec:
             settings.append("exactly.once.source.support=enabled")
         if self.commit_interval_ms is not None:
             settings.append(f"ferry.commit.interval.ms={self.commit_interval_ms}")
-        return settings
+        return settings + list(self.extra)
 
 
-def parse_runs(text: str) -> list[RunSpec]:
-    """`ferry-eos,mm2-eos,ferry-eos:50` -> run specs; a commit interval only on ferry runs."""
+def parse_runs(text: str, extra: tuple[str, ...] = ()) -> list[RunSpec]:
+    """`ferry-eos,mm2-eos,ferry-eos:50` -> run specs; a commit interval only on ferry runs,
+    and `extra` config lines on every ferry run."""
     specs = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -136,7 +139,8 @@ def parse_runs(text: str) -> list[RunSpec]:
             raise ValueError(f"{part!r}: only ferry runs take a commit interval")
         if interval and (not interval.isdigit() or int(interval) <= 0):
             raise ValueError(f"{part!r}: the commit interval is a positive number of ms")
-        specs.append(RunSpec(kind, int(interval) if interval else None))
+        lines = extra if kind.startswith("ferry") else ()
+        specs.append(RunSpec(kind, int(interval) if interval else None, lines))
     if not specs:
         raise ValueError("no runs")
     return specs
@@ -156,9 +160,17 @@ def parse_args() -> argparse.Namespace:
     add("--merge", action="store_true", help="keep the runs already in <name>.json")
     add("--render", action="store_true", help="only write <name>.md and .png from <name>.json")
     add("--keep-temp", action="store_true", help="keep configs and logs of every run")
+    add(
+        "--ferry-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a line of ferry's config for every ferry run (repeatable), e.g. "
+        "B.producer.retry.backoff.ms=10",
+    )
     args = parser.parse_args()
     try:
-        args.runs = parse_runs(args.runs)
+        args.runs = parse_runs(args.runs, tuple(args.ferry_setting))
     except ValueError as exc:
         parser.error(f"--runs: {exc}")
     return args
@@ -313,6 +325,7 @@ def measure(
         "started": started,
         "exactly_once": spec.exactly_once,
         "commit_interval_ms": spec.interval_ms if spec.kind.startswith("ferry") else None,
+        "ferry_settings": list(spec.extra),
         "rate": args.rate,
         "seconds": round(timed_seconds, 2),
         "records": timed,
