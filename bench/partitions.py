@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -411,6 +412,20 @@ def merged(
     }
 
 
+def keep_logs(tmp: Path, into: Path) -> Path:
+    """The shape's log files (brokers', ferry's, MM2's) copied out of its temporary
+    directory, which is deleted when the shape ends."""
+    for log in tmp.rglob("*"):
+        if not log.is_file() or log.suffix not in (".log", ".out", ".err", ".txt"):
+            continue
+        if log.stem.isdigit():
+            continue  # a partition's segment (00000000000000000000.log), data not a log
+        dest = into / log.relative_to(tmp)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, dest)
+    return into
+
+
 def main() -> None:
     args = parse_args()
     shapes = [shape_of(s) for s in args.shapes.split(",") if s.strip()]
@@ -439,7 +454,12 @@ def main() -> None:
         ):
             warm_up(bootstraps[0])
             warm_up(bootstraps[1])
-            runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
+            try:
+                runs += run_shape(bootstraps, topics, partitions, args, Path(tmp))
+            except BaseException:
+                kept = keep_logs(Path(tmp), args.out / f"failed-{topics}x{partitions}-logs")
+                print(f"{topics} x {partitions} failed; logs kept in {kept}", flush=True)
+                raise
         # Written after every shape: a run stopped later keeps the shapes it finished.
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         invocation = {
