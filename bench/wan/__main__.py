@@ -49,7 +49,14 @@ from bench.harness import (
 )
 from bench.stats import MB
 from bench.wan import report
-from bench.wan.cases import FERRY_WAN, MM2_WAN, TARGET_BROKER_WAN, cases_for, profile_cases
+from bench.wan.cases import (
+    FERRY_WAN,
+    MM2_WAN,
+    TARGET_BROKER_WAN,
+    cases_for,
+    profile_cases,
+    with_settings,
+)
 from bench.wan.clusters import WanCluster, WanClusters, wan_clusters
 from bench.wan.link import LinkProcess, LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows, effective_buffer
@@ -94,6 +101,14 @@ def parse_args() -> argparse.Namespace:
         default="near-target",
         help="with --profile: where ferry runs (near-source: its producer crosses the link; "
         "writes wan-profile-near-source.{json,md})",
+    )
+    add(
+        "--ferry-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a line of ferry's config added to every ferry case (repeatable); the cases' "
+        "labels say so",
     )
     add("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -260,6 +275,7 @@ def main() -> int:
                     cases = cases[: 1 if spec.rtt == 0 else None]
                 else:
                     cases = cases_for(args, index == 0)
+                cases = [with_settings(case, args.ferry_setting) for case in cases]
                 for case in cases:
                     try:
                         runs.append(

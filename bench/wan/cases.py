@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench import java_tools
@@ -30,6 +30,7 @@ __all__ = [
     "ferry_lines",
     "mm2_settings",
     "profile_cases",
+    "with_settings",
 ]
 
 # ferry's source consumer across a link (librdkafka keys, under `A.consumer.`): the receive
@@ -171,3 +172,11 @@ def profile_cases(placement: str = "near-target") -> list[Case]:
     (`PROFILE_VARIANTS` next to the target, `NEAR_SOURCE_PROFILE_VARIANTS` next to the source)."""
     variants = PROFILE_VARIANTS if placement == "near-target" else NEAR_SOURCE_PROFILE_VARIANTS
     return [Case("ferry", "wan", placement, name, extra) for name, extra in variants.items()]
+
+
+def with_settings(case: Case, lines: list[str]) -> Case:
+    """A ferry case with more `key=value` lines of ferry's config (named in its variant)."""
+    if not lines or case.replicator != "ferry":
+        return case
+    variant = " + ".join(x for x in (case.variant, *lines) if x)
+    return replace(case, variant=variant, extra=(*case.extra, *lines))
