@@ -14,6 +14,7 @@ from bench.wan.cases import (
     ferry_lines,
     mm2_settings,
     profile_cases,
+    with_settings,
 )
 from bench.wan.clusters import wan_overrides
 from bench.wan.link import LinkSpec, parse_links
@@ -56,6 +57,24 @@ def test_profile_cases_change_one_thing_each() -> None:
     assert all(len(c.extra) == (0 if i == 0 else 1) for i, c in enumerate(cases))
     linger = next(c for c in cases if c.variant == "linger.ms=0")
     assert ferry_lines(linger)[-1] == "B.producer.linger.ms=0"
+
+
+def test_the_profile_next_to_the_source_varies_the_producer_side() -> None:
+    cases = profile_cases("near-source")
+    assert {c.placement for c in cases} == {"near-source"}
+    assert cases[0].label == "ferry wan, next to the source"
+    in_flight = next(c for c in cases if c.variant == "max.in.flight=1")
+    assert ferry_lines(in_flight)[-1] == "B.producer.max.in.flight.requests.per.connection=1"
+
+
+def test_extra_settings_reach_ferry_cases_only_and_are_named() -> None:
+    lines = ["ferry.head.start.enabled=false"]
+    ferry = with_settings(Case("ferry", "wan", "near-target"), lines)
+    assert ferry.label == "ferry wan + ferry.head.start.enabled=false"
+    assert ferry_lines(ferry)[-1] == "ferry.head.start.enabled=false"
+    mm2 = Case("mm2", "wan", "near-target")
+    assert with_settings(mm2, lines) == mm2
+    assert with_settings(ferry, []) == ferry
 
 
 def test_windows_follow_the_client_that_carries_the_records() -> None:
