@@ -40,6 +40,17 @@ def test_bad_runs_are_refused(text: str) -> None:
         parse_runs(text)
 
 
+def test_extra_ferry_settings_go_to_ferry_runs_only() -> None:
+    eos, mm2 = parse_runs("ferry-eos:25,mm2-eos", ("B.producer.retry.backoff.ms=10",))
+    assert eos.ferry_settings() == [
+        "exactly.once.source.support=enabled",
+        "ferry.commit.interval.ms=25",
+        "B.producer.retry.backoff.ms=10",
+    ]
+    assert eos.label.endswith(", B.producer.retry.backoff.ms=10")
+    assert mm2.extra == ()
+
+
 def test_ferry_default_commit_interval_is_ferrys_own() -> None:
     # None: ferry's default for the mode (exactly-once commits far more often).
     assert RunSpec("ferry-eos").interval_ms < RunSpec("ferry-alos").interval_ms
