@@ -32,8 +32,11 @@ the others (every shape in one run takes longer than one sitting on a shared mac
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime as dt
+import io
 import json
+import pstats
 import shutil
 import statistics
 import sys
@@ -63,6 +66,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mm2-tasks", type=int, default=2)
     parser.add_argument("--plans", type=int, default=5, help="planner rounds per shape")
     parser.add_argument("--skip-mm2", action="store_true")
+    parser.add_argument(
+        "--profile-plan",
+        action="store_true",
+        help="write one lease's planning under cProfile to <out>/plan-profile-<shape>.txt",
+    )
     parser.add_argument(
         "--timeout", type=float, default=COPY_TIMEOUT, help="seconds per copy at most"
     )
@@ -218,9 +226,13 @@ class RefusedError(RuntimeError):
 # --- ferry's planner, in this process ---------------------------------------------------------
 
 
-def planner_times(config_path: Path, rounds: int) -> dict[str, float]:
+def planner_times(
+    config_path: Path, rounds: int, profile_to: Path | None = None
+) -> dict[str, float]:
     """Median seconds of the metadata refresh and of one lease's planning, no Spark, and of
-    the planning the part reading the source's ends and the flow's positions."""
+    the planning the part reading the source's ends and the flow's positions. With
+    `profile_to`, one more plan runs under cProfile and its 40 costliest calls (cumulative
+    time) are written there."""
     from ferry.config import load_config
     from ferry.engine.flow_spec import FlowSpec
     from ferry.engine.spark.source import Planner
@@ -248,6 +260,14 @@ def planner_times(config_path: Path, rounds: int) -> dict[str, float]:
         plan.append(time.perf_counter() - began)
         assert bins, "the planner planned no bin"
         start = end
+    if profile_to is not None:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        planner.partitions(start, planner._next_lease(start))
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+        profile_to.write_text(text.getvalue())
     return {
         "metadata_refresh_seconds": round(statistics.median(refresh), 3),
         "plan_seconds_per_lease": round(statistics.median(plan), 3),
@@ -290,7 +310,11 @@ def run_shape(
         proc.wait(300)
     finally:
         proc.stop()
-    copied.update(planner_times(config, args.plans))
+    profile = None
+    if args.profile_plan:  # kept: `out` is the shape's temporary directory
+        args.out.mkdir(parents=True, exist_ok=True)
+        profile = args.out / f"plan-profile-{topics}x{partitions}.txt"
+    copied.update(planner_times(config, args.plans, profile))
     results.append({"replicator": "ferry", **shape, **copied})
     print(f"  ferry: {copied}", flush=True)
 
