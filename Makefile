@@ -125,11 +125,6 @@ bench: setup
 	$(BIN)/python -m bench.wan
 	$(BIN)/python -m bench.exactly_once_consumer --runs ferry-eos,ferry-eos:25,mm2-eos,ferry-alos,mm2-alos
 
-# The same, small (100,000 records, one run, 20 s of latency, 10 s per sweep rate), in a few
-# minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
-# Lag-aware placement: a skewed backlog (one partition with 10x the records of each other one,
-# steady traffic elsewhere) against the same records spread evenly (a perfect split), from the
-# first record copied to the backlog copied (bench/results/placement.{json,md}).
 # `ferry audit` at scale: 5,000,000 records of 32 B over 8 partitions copied with `ferry run
 # --once`, the first 1,000 copies of one partition deleted, then one audit timed with the peak
 # memory of its driver (Python + JVM) sampled (bench/results/audit.{json,md}; --records etc.:
@@ -138,6 +133,9 @@ bench: setup
 bench-audit: setup
 	$(BIN)/python -m bench.audit
 
+# Lag-aware placement: a skewed backlog (one partition with 10x the records of each other one,
+# steady traffic elsewhere) against the same records spread evenly (a perfect split), from the
+# first record copied to the backlog copied (bench/results/placement.{json,md}).
 .PHONY: bench-placement
 bench-placement: setup
 	$(BIN)/python -m bench.placement
@@ -151,6 +149,8 @@ bench-placement: setup
 bench-wan-quick: setup
 	$(BIN)/python -m bench.wan --quick
 
+# `make bench`'s comparison, small (100,000 records, one run, 20 s of latency, 10 s per sweep
+# rate), in a few minutes; the results go to $TMPDIR/ferry-bench-quick, not bench/results.
 .PHONY: bench-quick
 bench-quick: setup
 	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
