@@ -1,11 +1,12 @@
-"""bench.partitions' pure helpers: merging shapes run apart into one report, MM2's refusal."""
+"""bench.partitions' helpers: merging shapes run apart into one report, MM2's refusal, the logs
+of a failed shape."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench.partitions import markdown, merged, refused_line
+from bench.partitions import keep_logs, markdown, merged, refused_line
 
 
 def _run(replicator: str, topics: int, partitions: int, seconds: float | None) -> dict[str, Any]:
@@ -74,3 +75,17 @@ def test_mm2_refused_by_the_controller_is_found_in_its_log(tmp_path: Path) -> No
     )
     line = refused_line(log)
     assert line is not None and line.startswith("[2026-11-26 12:00:05,000] WARN Could not")
+
+
+def test_a_failed_shape_keeps_its_process_logs_not_its_data(tmp_path: Path) -> None:
+    shape = tmp_path / "shape"
+    segment = shape / "clusters" / "A" / "data" / "p-0001-0" / "00000000000000000000.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(b"records")
+    (shape / "clusters" / "A" / "server.log").write_text("ERROR Too many open files\n")
+    (shape / "ferry-p" / "ferry.err").parent.mkdir(parents=True)
+    (shape / "ferry-p" / "ferry.err").write_text("Traceback\n")
+    kept = keep_logs(shape, tmp_path / "kept")
+    files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
+    assert files == ["clusters/A/server.log", "ferry-p/ferry.err"]
+    assert (kept / "clusters/A/server.log").read_text() == "ERROR Too many open files\n"
