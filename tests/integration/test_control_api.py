@@ -8,6 +8,7 @@ Tests run in file order; each uses its own topics and leaves the flow running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,7 +42,7 @@ def wait_for(condition: Any, timeout: float, what: str, ferry: FerryRun | None =
     try:
         _wait_for(condition, timeout, what)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{ferry.log_tail() if ferry else ''}") from None
+        raise AssertionError(f"{exc}\n{ferry.diagnosis() if ferry else ''}") from None
 
 
 @dataclass
@@ -110,8 +111,18 @@ class FerryRun:
         assert result.returncode == 0, result.stdout + result.stderr
         return result
 
-    def log_tail(self) -> str:
-        return self.log.read_text()[-4000:] if self.log.exists() else ""
+    def log_tail(self, size: int = 4000) -> str:
+        return self.log.read_text()[-size:] if self.log.exists() else ""
+
+    def diagnosis(self) -> str:
+        """The log's end, with every thread's stack of a ferry still running (SIGUSR1 makes
+        it print them): what it was waiting for when a test gave up on it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            with contextlib.suppress(AssertionError):
+                _wait_for(lambda: "most recent call first" in self.log_tail(), 10, "stacks")
+            return self.log_tail(16000)
+        return self.log_tail()
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +160,8 @@ def ferry(
         base,
         f"ferry-control-{prefix}.internal",
     )
-    run.start()
     try:
+        run.start()
         yield run
     finally:
         if run.proc is not None:

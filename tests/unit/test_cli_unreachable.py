@@ -6,7 +6,12 @@ one-shot command ends with a non-zero exit instead of waiting for the cluster fo
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,6 +37,13 @@ def unreachable(tmp_path: Path) -> Path:
     return config
 
 
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"within {timeout}s: {what}"
+        time.sleep(0.1)
+
+
 def _no_raw_client_lines(text: str) -> None:
     assert "%3|" not in text and "|FAIL|" not in text, text[:2000]
 
@@ -54,3 +66,26 @@ def test_monitor_once_reports_each_flow_once_without_raw_client_lines(unreachabl
     assert result.returncode == 1, result.stderr
     _no_raw_client_lines(result.stdout + result.stderr)
     assert result.stderr.count("cluster A (127.0.0.1:") == 1, result.stderr
+
+
+def test_a_waiting_run_prints_its_threads_on_sigusr1_and_goes_on(
+    unreachable: Path, tmp_path: Path
+) -> None:
+    # The entry point itself, as its own process: `ferry run` (not --once) waits for cluster A.
+    log = tmp_path / "ferry.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ferry", "run", "-c", str(unreachable)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: "flow A->B" in log.read_text(), 60, "ferry starting the flow")
+        proc.send_signal(signal.SIGUSR1)
+        wait_for(lambda: "most recent call first" in log.read_text(), 20, "the threads' stacks")
+        assert 'File "' in log.read_text() and "ferry" in log.read_text()
+        assert proc.poll() is None, "SIGUSR1 must not end the run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

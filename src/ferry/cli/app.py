@@ -8,6 +8,9 @@ api_commands, cluster_commands) and are registered here, in the order `ferry --h
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import signal
 import sys
 
 import typer
@@ -57,6 +60,13 @@ for _command in (
 
 def main() -> None:
     from ferry.secrets import RedactingStream, install_log_redaction
+
+    # `kill -USR1 <pid>` prints every thread's stack to stderr and ferry goes on: what a
+    # process that seems stuck is waiting for (function names and lines only, no values).
+    # The process's own stderr, not the stream the redaction wraps (or a test replaced).
+    if sys.__stderr__ is not None:
+        with contextlib.suppress(OSError, ValueError):  # no file descriptor behind it
+            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__.fileno(), all_threads=True)
 
     # Whatever this process prints or logs (ferry's lines, a library's, a traceback) passes
     # here, so no secret the config held reaches the console (see ferry.secrets).
