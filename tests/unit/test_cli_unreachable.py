@@ -1,7 +1,8 @@
 """The real CLI against clusters that do not answer (closed ports on 127.0.0.1).
 
 Each command says which cluster, once, in ferry's words (no raw librdkafka lines), and every
-one-shot command ends with a non-zero exit instead of waiting for the cluster forever.
+one-shot command ends with a non-zero exit instead of waiting for the cluster forever. A run
+waiting for one prints its threads' stacks on SIGUSR1 and keeps waiting.
 """
 
 from __future__ import annotations
