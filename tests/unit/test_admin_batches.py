@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.engine.plan.remote_topics import TopicManager
-from ferry.errors import ReplicationError
+from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.admin_batches import (
     MAX_PARTITIONS_PER_CREATE,
     MAX_RECORDS_PER_CONTROLLER_REQUEST,
@@ -196,3 +196,52 @@ def test_config_sync_of_2500_topics_describes_and_alters_in_batches() -> None:
     assert max(target.alters) <= MAX_CONFIG_RESOURCES_PER_REQUEST
     assert sum(source.describes) == 2500
     assert max(source.describes + target.describes) <= MAX_CONFIG_RESOURCES_PER_REQUEST
+
+
+class _SlowBroker(_Admin):
+    """A target whose broker answers UNKNOWN_TOPIC_OR_PART when asked to describe a topic
+    its controller accepted, for the first `unknown_for` describes (all of them: None)."""
+
+    def __init__(self, unknown_for: int | None) -> None:
+        super().__init__({})
+        self.unknown_for = unknown_for
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, _Done]:
+        self.describes.append(len(resources))
+        if self.unknown_for is None or len(self.describes) <= self.unknown_for:
+            unknown = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "Unknown topic or partition")
+            return {r: _Done(error=unknown) for r in resources}
+        return {r: _Done({}) for r in resources}
+
+
+def _slow_manager(target: _Admin) -> TopicManager:
+    clusters = {
+        a: ClusterConfig(alias=a, bootstrap_servers=f"127.0.0.1:{n}")
+        for a, n in (("A", 1), ("B", 2))
+    }
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(".*",))
+    return TopicManager(
+        flow,
+        clusters["A"],
+        clusters["B"],
+        source_admin=_Admin({"orders": 1}),
+        target_admin=target,
+        timeout=0.3,
+    )
+
+
+def test_a_new_topic_the_broker_learns_of_a_little_later_is_waited_for() -> None:
+    target = _SlowBroker(unknown_for=2)
+    assert list(_slow_manager(target).sync()) == ["orders"]
+    assert len(target.describes) == 3
+
+
+def test_a_new_topic_the_broker_never_learns_of_is_retried_later_never_fatal() -> None:
+    # A busy broker still creating thousands of partitions' logs gets there: the flow asks
+    # again after a backoff (KafkaUnavailableError), naming the topic and where to look.
+    with pytest.raises(KafkaUnavailableError) as caught:
+        _slow_manager(_SlowBroker(unknown_for=None)).sync()
+    message = str(caught.value)
+    assert "cluster B (127.0.0.1:2)" in message
+    assert "topic A.orders" in message and "asking again" in message
+    assert "the broker's log says why" in message

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from ferry.config.model import ClusterConfig, FlowConfig
+from ferry.errors import KafkaUnavailableError
 from ferry.flows.control import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
@@ -245,7 +246,8 @@ class TopicManager:
         The controller accepted them (this run or another created them a moment ago), but a
         broker creates thousands of new partitions' logs over many seconds (10,000 on 2
         cores: up to a minute and more), so the wait grows with the partitions not known yet,
-        and runs again from every topic that became known."""
+        and runs again from every topic that became known. A topic still not known after it
+        is a KafkaUnavailableError: the flow asks again after its backoff, never fails."""
         if not partitions:
             return {}
         limits: dict[str, int] = {}
@@ -268,15 +270,24 @@ class TopicManager:
                     if unknown and (deadline is None or time.monotonic() < deadline):
                         pending.append(resource.name)
                         continue
-                    fix: Callable[[KafkaError], str] | str = self._fix(self.target, resource.name)
                     if unknown:
-                        fix = (
-                            f"its broker did not know it within {allowance:.0f} s of ferry asking; "
-                            "its log says why (a broker that cannot create its partitions' "
-                            "logs: disk, open files)"
-                        )
+                        # Not a refusal: a busy broker still creating thousands of logs gets
+                        # there; the flow asks again after a backoff, saying so each time.
+                        raise KafkaUnavailableError(
+                            self.target.alias,
+                            self.target.bootstrap_servers,
+                            f"topic {resource.name}, which its controller accepted, is not "
+                            f"known to the broker that answers after {allowance:.0f} s; asking "
+                            "again. If this repeats, the broker's log says why (a broker that "
+                            "cannot create its partitions' logs: disk, open files)",
+                            what="is still creating topics",
+                        ) from exc
                     raise ferry_error(
-                        self.target, exc, "describe topic", topic=resource.name, fix=fix
+                        self.target,
+                        exc,
+                        "describe topic",
+                        topic=resource.name,
+                        fix=self._fix(self.target, resource.name),
                     ) from exc
                 entry = entries.get("max.message.bytes")
                 if entry is not None and entry.value is not None:
