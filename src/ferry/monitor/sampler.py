@@ -2,8 +2,9 @@
 
 Kept apart from the loop (`ferry.monitor.service`) so the loop, the detector and the metrics
 can be tested with a fake sampler and no broker. A sample is taken from the outside, with
-admin clients only: the monitor must see what a consumer on B would see, whatever ferry
-believes it copied.
+admin clients (and, for a group's committed offsets, a consumer of the group that never
+joins it): the monitor must see what a consumer on B would see, whatever ferry believes it
+copied.
 
 For each replicated source partition: A's log end (high watermark) and the log end of its
 remote copy on B. With `sync.group.offsets.enabled`, for each group the flow syncs: its
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
@@ -30,6 +31,7 @@ from ferry.errors import FerryError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
+from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
 from ferry.monitor.sync_delay import DelayKind
 from ferry.ops.status import read_flow_rpos
 from ferry.policy import policy_for
@@ -160,12 +162,12 @@ class KafkaSampler:
                 continue
             committed_a = {
                 tp: offset
-                for tp, offset in self._committed(source, group, None).items()
+                for tp, offset in self._committed(source, group, None, topics=remote).items()
                 if tp[0] in remote and offset >= 0
             }
             if not committed_a:
                 continue
-            asked = [TopicPartition(remote[t], p) for t, p in committed_a]
+            asked = [(remote[t], p) for t, p in committed_a]
             committed_b = self._committed(target, group, asked)
             for (t, p), offset in sorted(committed_a.items()):
                 b = max(0, committed_b.get((remote[t], p), 0))
@@ -184,22 +186,27 @@ class KafkaSampler:
         return [str(listing.group_id) for listing in result.valid]
 
     def _committed(
-        self, cluster: ClusterConfig, group: str, partitions: list[Any] | None
+        self,
+        cluster: ClusterConfig,
+        group: str,
+        partitions: list[tuple[str, int]] | None,
+        *,
+        topics: Iterable[str] | None = None,
     ) -> dict[tuple[str, int], int]:
-        request = [ConsumerGroupTopicPartitions(group, partitions)]
-        futures = self._admin(cluster.alias).list_consumer_group_offsets(
-            request, request_timeout=self._timeout
-        )
+        """Read by a consumer of the group, never the admin API (kafka/group_offsets.py)."""
         try:
-            result = futures[group].result(self._timeout + 5)
-        except (KafkaException, TimeoutError) as exc:
-            self._raise_if_unreachable(cluster, exc)
+            return read_group_offsets(
+                cluster,
+                group,
+                partitions,
+                topics=None if topics is None else set(topics),
+                timeout=self._timeout,
+            )
+        except GroupOffsetError:
             return {}  # e.g. the group was deleted since it was listed
-        return {
-            (tp.topic, tp.partition): int(tp.offset)
-            for tp in result.topic_partitions or ()
-            if tp.error is None
-        }
+        except KafkaException as exc:
+            self._raise_if_unreachable(cluster, exc)
+            return {}
 
     @staticmethod
     def _raise_if_unreachable(cluster: ClusterConfig, exc: BaseException) -> None:

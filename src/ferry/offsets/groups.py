@@ -1,4 +1,5 @@
-"""Consumer groups through the admin API: list, read offsets, check activity, commit offsets."""
+"""Consumer groups: list, read offsets (through a consumer of the group), check activity, commit
+offsets (through the admin API)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
 
 __all__ = ["GroupAdmin", "GroupState", "group_filter"]
 
@@ -93,24 +95,29 @@ class GroupAdmin:
         return sorted(str(listing.group_id) for listing in result.valid)
 
     def committed(self, group: str) -> dict[TopicPartitionKey, int]:
-        """Every offset `group` committed (next record to read), by topic and partition."""
-        request = [ConsumerGroupTopicPartitions(group)]
-        result = self._call(
-            lambda: self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[
-                group
-            ],
-            f"read the offsets of group {group}",
-        )
-        offsets = {}
-        for tp in result.topic_partitions or ():
-            if tp.error is not None:
+        """Every offset `group` committed (next record to read) in this cluster's topics, by
+        topic and partition: read by a consumer of the group (kafka/group_offsets.py says
+        why never by the admin API)."""
+        what = f"read the offsets of group {group}"
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return read_group_offsets(self.cluster, group, timeout=self._timeout)
+            except GroupOffsetError as exc:
                 raise FerryError(
                     f"cluster {self.cluster.alias}: could not read the offset of group {group} "
-                    f"for {tp.topic} partition {tp.partition}: {tp.error}"
-                )
-            if tp.offset >= 0:
-                offsets[(tp.topic, tp.partition)] = int(tp.offset)
-        return offsets
+                    f"for {exc.tp[0]} partition {exc.tp[1]}: {exc.error}"
+                ) from None
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() in _RETRY and time.monotonic() < deadline:
+                    time.sleep(0.2)  # e.g. a new coordinator still loading its groups
+                    continue
+                if error is None or error.code() in UNREACHABLE_CODES:
+                    raise unavailable(self.cluster, exc) from None
+                raise FerryError(
+                    f"cluster {self.cluster.alias}: could not {what}: {error.name()}: {error.str()}"
+                ) from None
 
     def state(self, group: str) -> GroupState:
         description = self._call(

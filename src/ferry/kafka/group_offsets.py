@@ -1,0 +1,83 @@
+"""A consumer group's committed offsets, read through a consumer of that group.
+
+Not through the admin API: librdkafka (2.16) crashes the whole process (a NULL dereference in
+its main thread) when an admin client's OffsetFetch answer says the group's coordinator is
+not available or has moved, which is what a cluster answers while it creates
+`__consumer_offsets` (its first group) or while a coordinator moves to another broker. A
+consumer asks for its coordinator again on that answer, as it should. The consumer never
+subscribes, so it never joins the group: the group's members see nothing of it.
+
+It reads with `isolation.level = read_uncommitted`, as the admin API does: offsets a
+transaction has not committed yet are not waited for (a replicator committing one every
+slice would keep a stable read waiting); the last committed ones are returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from ferry.config.model import ClusterConfig
+from ferry.kafka import clients
+
+__all__ = ["GroupOffsetError", "read_group_offsets"]
+
+TP = tuple[str, int]
+
+
+class GroupOffsetError(Exception):
+    """A partition's offset the coordinator refused to give (`tp`, its KafkaError)."""
+
+    def __init__(self, tp: TP, error: Any) -> None:
+        super().__init__(f"{tp[0]} partition {tp[1]}: {error}")
+        self.tp = tp
+        self.error = error
+
+
+def read_group_offsets(
+    cluster: ClusterConfig,
+    group: str,
+    partitions: Collection[TP] | None = None,
+    *,
+    topics: Collection[str] | None = None,
+    timeout: float = 10.0,
+) -> dict[TP, int]:
+    """`group`'s committed offsets (the next record to read) of `partitions`, or when None
+    of every partition of `topics` (None: every topic of the cluster but its internal `__`
+    ones); partitions without one are left out. Raises KafkaException when the cluster or
+    the group's coordinator does not answer within `timeout`, GroupOffsetError for a
+    partition refused."""
+    consumer = clients.consumer(
+        {
+            **cluster.consumer_config(),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        if partitions is None:
+            metadata = consumer.list_topics(timeout=timeout)
+            partitions = [
+                (name, p)
+                for name, topic in sorted(metadata.topics.items())
+                if topic.error is None
+                and not name.startswith("__")
+                and (topics is None or name in topics)
+                for p in sorted(topic.partitions)
+            ]
+        if not partitions:
+            return {}
+        request = [TopicPartition(t, p) for t, p in partitions]
+        answer = consumer.committed(request, timeout=timeout)
+    finally:
+        consumer.close()
+    offsets: dict[TP, int] = {}
+    for tp in answer:
+        if tp.error is not None:
+            raise GroupOffsetError((tp.topic, tp.partition), tp.error)
+        if tp.offset >= 0:
+            offsets[(tp.topic, tp.partition)] = int(tp.offset)
+    return offsets
