@@ -67,10 +67,14 @@ class GroupAdmin:
 
     def _call(self, request: Callable[[], Any], what: str) -> Any:
         """`request()` returns a future; retried while the broker says "try again"."""
+        return self._retrying(lambda: request().result(self._timeout + 5), what)
+
+    def _retrying(self, action: Callable[[], Any], what: str) -> Any:
+        """`action()`, again while the broker says "try again"; its Kafka errors in ferry's."""
         deadline = time.monotonic() + self._timeout
         while True:
             try:
-                return request().result(self._timeout + 5)
+                return action()
             except (KafkaException, TimeoutError) as exc:
                 error = kafka_error_of(exc)
                 if error is not None and error.code() in _RETRY and time.monotonic() < deadline:
@@ -98,26 +102,17 @@ class GroupAdmin:
         """Every offset `group` committed (next record to read) in this cluster's topics, by
         topic and partition: read by a consumer of the group (kafka/group_offsets.py says
         why never by the admin API)."""
-        what = f"read the offsets of group {group}"
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                return read_group_offsets(self.cluster, group, timeout=self._timeout)
-            except GroupOffsetError as exc:
-                raise FerryError(
-                    f"cluster {self.cluster.alias}: could not read the offset of group {group} "
-                    f"for {exc.tp[0]} partition {exc.tp[1]}: {exc.error}"
-                ) from None
-            except KafkaException as exc:
-                error = kafka_error_of(exc)
-                if error is not None and error.code() in _RETRY and time.monotonic() < deadline:
-                    time.sleep(0.2)  # e.g. a new coordinator still loading its groups
-                    continue
-                if error is None or error.code() in UNREACHABLE_CODES:
-                    raise unavailable(self.cluster, exc) from None
-                raise FerryError(
-                    f"cluster {self.cluster.alias}: could not {what}: {error.name()}: {error.str()}"
-                ) from None
+        try:
+            offsets: dict[TopicPartitionKey, int] = self._retrying(
+                lambda: read_group_offsets(self.cluster, group, timeout=self._timeout),
+                f"read the offsets of group {group}",
+            )
+        except GroupOffsetError as exc:
+            raise FerryError(
+                f"cluster {self.cluster.alias}: could not read the offset of group {group} "
+                f"for {exc.tp[0]} partition {exc.tp[1]}: {exc.error}"
+            ) from None
+        return offsets
 
     def state(self, group: str) -> GroupState:
         description = self._call(
