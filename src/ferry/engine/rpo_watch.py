@@ -2,11 +2,13 @@
 
 A thread measures every flow's RPO every `INTERVAL_SECONDS`: the flow's positions are its own,
 from its state (what it committed on the target, as `ferry_lag_records` counts them); the
-source's ends are read (read_committed) for every partition the flow has copied or planned;
-and for each lagging partition the first record not copied is read, one consumer per flow,
-one record per partition, `READ_SECONDS` at most (`ferry.kafka.rpo_probe`; the rule is
-`ferry.flows.rpo`). The result goes to the flow's state directory (`rpo.json`), where
-ferry run's `ferry_rpo_seconds` gauge and the API's `rpo_seconds` read it.
+source's ends are read (read_committed), `ENDS_SECONDS` at most, for every partition the
+flow has copied or planned; and for each lagging partition the first record not copied is
+read, one consumer per flow, one record per partition, `READ_SECONDS` at most
+(`ferry.kafka.rpo_probe`; the rule is `ferry.flows.rpo`). Both are the bounds `ferry status`
+gives these reads: a process sharing busy cores with Spark's JVMs can need seconds for a new
+client's first answer. The result goes to the flow's state directory (`rpo.json`), where ferry
+run's `ferry_rpo_seconds` gauge and the API's `rpo_seconds` read it.
 
 What a reader is given is never a guess: a partition not read in time is unknown (the gauge
 NaN, the API null), and so is every partition when the last measurement is older than
@@ -39,8 +41,9 @@ from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 __all__ = ["FlowRpo", "RpoMetrics", "RpoWatch", "read_rpo"]
 
 INTERVAL_SECONDS = 10.0
-READ_SECONDS = 3.0  # for the ends, then again for the first records
-STALE_SECONDS = 3 * INTERVAL_SECONDS + 2 * READ_SECONDS
+ENDS_SECONDS = 10.0  # for the source's ends (a new admin client: metadata, then the leaders)
+READ_SECONDS = 5.0  # then for the first records not copied, all lagging partitions together
+STALE_SECONDS = 3 * INTERVAL_SECONDS + ENDS_SECONDS + READ_SECONDS
 RPO_FILE = "rpo.json"
 
 
@@ -118,7 +121,7 @@ class RpoWatch:
         if not partitions:
             return  # nothing planned yet: not known, rather than a flow with nothing at risk
         try:
-            ends = last_stable_offsets(source, partitions, timeout=READ_SECONDS)
+            ends = last_stable_offsets(source, partitions, timeout=ENDS_SECONDS)
             rpos: dict[tuple[str, int], float | None] = dict.fromkeys(partitions)
             rpos.update(read_rpos(source, positions, ends, timeout=READ_SECONDS))
         except FerryError:
@@ -149,7 +152,7 @@ class RpoWatch:
     ) -> None:
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(2 * READ_SECONDS + 2)
+            self._thread.join(ENDS_SECONDS + READ_SECONDS + 2)
 
 
 class RpoMetrics(Collector):
