@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ferry.config.model import ClusterConfig
+from ferry.kafka.group_offsets import read_group_offsets
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 
 TP = tuple[str, int]
@@ -50,14 +45,14 @@ def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
         consumer.close()
 
 
-def committed_offsets(bootstrap: str, group: str) -> dict[TP, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result[group].result(30).topic_partitions or ()
-        if tp.offset >= 0
-    }
+def committed_offsets(
+    bootstrap: str, group: str, client: dict[str, str] | None = None
+) -> dict[TP, int]:
+    """What `group` committed on every topic of the cluster (`client`: settings such as SASL's),
+    read as ferry reads it: never through the admin API, whose OffsetFetch can crash the
+    process (`ferry.kafka.group_offsets`)."""
+    cluster = ClusterConfig(alias="test", bootstrap_servers=bootstrap, common=client or {})
+    return read_group_offsets(cluster, group, timeout=30)
 
 
 def consume_origins(

@@ -29,7 +29,6 @@ import pytest
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
@@ -57,6 +56,7 @@ from ferry.local.broker import BrokerProcess
 from ferry.service.run import FerryRun, RunOptions
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import FERRY_PASSWORD, SASL_ADMIN_CLIENT
+from tests.integration.group_helpers import committed_offsets
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
 from tests.integration.replication_setup import run_once, write_config
 
@@ -204,18 +204,6 @@ def _commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int
         consumer.close()
 
 
-def _committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = _admin(bootstrap)
-    result = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=30
-    )
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result[group].result(60).topic_partitions or ()
-        if tp.offset >= 0
-    }
-
-
 def _run_beside(run: FerryRun, actions: Any) -> None:
     """`ferry run` in this thread (Spark's Python data sources resolve only in the thread
     that registered them), `actions` in another; the run stops when they end."""
@@ -324,7 +312,7 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
         on_t = _values(t, topic, "S")
         acked = ["first-" + str(i) for i in range(40)] + writer.acked
         assert {v: on_t[v] for v in acked} == dict.fromkeys(acked, 1)  # each exactly once
-        assert _committed(t, group) == {(topic, 0): 10, (topic, 1): 10}
+        assert committed_offsets(t, group, SASL_ADMIN_CLIENT) == {(topic, 0): 10, (topic, 1): 10}
         assert ("User:alice", "ALLOW") in _write_acls(t, topic)
         assert recorded_control(config, "S", "T") == FlowControl().enable(False)
         assert recorded_control(config, "T", "S") == FlowControl().enable(True)
