@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from bench.engine_once import machine_info
@@ -112,19 +112,27 @@ def make_source(bootstrap: str, names: list[str], partitions: int, records: int)
 
     deadline = time.monotonic() + 300
     # The controller answers before the broker leads every new partition: a record for one
-    # it does not lead yet is refused (UNKNOWN_TOPIC_OR_PART) and produced again.
+    # it does not lead yet is refused (UNKNOWN_TOPIC_OR_PART, or at once by the client while
+    # its metadata does not know the topic yet: _UNKNOWN_TOPIC) and produced again.
     while pending:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{len(pending)} records of the backlog still refused after 300 s")
         refused.clear()
         for name, i in sorted(pending):
-            producer.produce(
-                name, value=b"v%d" % i, partition=i % partitions, on_delivery=on_delivery
-            )
+            try:
+                producer.produce(
+                    name, value=b"v%d" % i, partition=i % partitions, on_delivery=on_delivery
+                )
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._UNKNOWN_TOPIC:
+                    raise
+                refused.add((name, i))
             producer.poll(0)
         if producer.flush(300) or other:
             raise RuntimeError(f"the backlog was not delivered: {other[:3]}")
         pending = set(refused)
+        if pending:
+            time.sleep(0.5)  # the broker is still creating partitions: ask again shortly
     return len(names) * records
 
 
