@@ -239,7 +239,7 @@ def write_results(
         "seconds": seconds,
     }
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    text = report.markdown(result)
+    text = report.markdown(result, None if args.profile else "wan.png")
     (out / f"{name}.md").write_text(text)
     if not args.profile:
         report.chart(runs, out / "wan.png")

@@ -40,7 +40,8 @@ def _fmt(value: Any, pattern: str = "{:,.1f}") -> str:
     return "" if value is None else pattern.format(value)
 
 
-def markdown(report: Mapping[str, Any]) -> str:
+def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> str:
+    """The results as markdown; `chart_file`: the chart beside them (None: no chart)."""
     plan = report["plan"]
     lines = [
         "# Across a WAN: ferry and MirrorMaker 2 through a delay-and-bandwidth link",
@@ -97,7 +98,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         "Settings: " + "; ".join(f"{k}: {v}" for k, v in report["settings"].items()),
         "",
-        f"Chart: [wan.png](wan.png). Took {report['seconds']:.0f} s.",
+        (f"Chart: [{chart_file}]({chart_file}). " if chart_file else "")
+        + f"Took {report['seconds']:.0f} s.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -185,5 +185,7 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
     assert "failed: it broke / badly |" in text
     assert "| 60 / 89 |" in text
     assert "| loopback | 100.0 |  |" in text
+    assert "Chart: [wan.png](wan.png)." in text
+    assert "Chart" not in markdown(report, None), "a profile writes no chart to link to"
     path = chart(runs, tmp_path / "wan.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
