@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from ferry.engine.copy.client_settings import consumer_settings, flow_group, pro
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.transactional import TransactionalSettings
-from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, Slice
+from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.kafka.log import quiet
 from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
@@ -191,46 +190,3 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
         assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
     everything = _origins(b, remote, expected, **{"isolation.level": "read_uncommitted"})
     assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
-
-
-def test_a_slice_copies_on_past_its_time_while_the_previous_commit_runs(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
-) -> None:
-    """Exactly-once: while slice k's transactions commit, slice k+1 does not stop at its
-    time: records that arrive then are copied in it, instead of waiting in the source for
-    the commit (`Slice.extend_while`, given the commit pipeline's `busy`)."""
-    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
-    remote = f"A.{topic_name}"
-    create_topic(a, topic_name, 1)
-    create_topic(b, remote, 1)
-    produce(
-        a, topic_name, [Rec(0, b"k", f"on time {i}".encode(), (), RECENT_MS) for i in range(10)]
-    )
-    cfg = load_config(_eos_config(tmp_path, kafka_clusters, topic_name))
-    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
-    target = Producer(quiet(producer_settings(cfg.clusters["B"])))
-    copies = Consumer({"bootstrap.servers": b, "group.id": f"test-{uuid.uuid4().hex[:8]}"})
-    deadline = time.monotonic() + 60
-    late: list[int] = []
-
-    def previous_commit_running() -> bool:
-        """Asked once the slice's time is up: 10 more records arrive then, and the
-        "commit" runs until their copies are on the target (or the test's deadline)."""
-        if not late:
-            produce(a, topic_name, [Rec(0, b"k", b"late", (), RECENT_MS) for _ in range(10)])
-            late.append(10)
-        _low, high = copies.get_watermark_offsets(TopicPartition(remote, 0), timeout=5)
-        return high < 20 and time.monotonic() < deadline
-
-    source = Consumer(consumer_settings(cfg.clusters["A"], cfg.enabled_flows[0]))
-    try:
-        work = [CopyRange(topic_name, 0, 0, OPEN, remote, 1048588)]
-        slice = Slice(0.2, settle=False, extend_while=previous_commit_running)
-        [result] = copy_ranges(
-            source, {(topic_name, 0): target}, DeliveryTracker(), work, ctx, slice
-        )
-    finally:
-        source.close()
-        copies.close()
-    assert late, "the slice's time was never up"
-    assert (result.copied, result.end) == (20, 20), "the late records were copied in the slice"

@@ -80,15 +80,3 @@ def test_close_waits_for_a_running_commit_without_raising() -> None:
     pipeline.submit(slow_failure)
     pipeline.close()
     assert done.is_set()
-
-
-def test_busy_while_a_commit_runs_and_not_once_it_finished() -> None:
-    pipeline = CommitPipeline()
-    assert not pipeline.busy(), "nothing submitted"
-    release = threading.Event()
-    pipeline.submit(lambda: release.wait(10) and None)
-    assert pipeline.busy(), "the next slice copies on while this holds"
-    release.set()
-    pipeline.wait()
-    assert not pipeline.busy()
-    pipeline.close()

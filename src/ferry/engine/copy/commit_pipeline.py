@@ -5,10 +5,7 @@ trips to the target's coordinators. If copying waited for them, every record arr
 would wait too, and the commit's time would show in replication latency on top of the slice.
 So each source partition has two transactional producers (`transactional.transactional_id`'s
 two parities) and consecutive slices alternate between them: slice k+1 copies with one while
-slice k's transaction commits with the other, on this pipeline's thread. A commit that takes
-longer than a slice does not stop copying either: slice k+1 goes on copying until slice k's
-commit is through (`busy`), and is then handed over at once, so a slice lasts as long as the
-commit before it and no record waits in the source for a commit.
+slice k's transaction commits with the other, on this pipeline's thread.
 
 What keeps that exact (each rule is what breaks without it):
 
@@ -46,10 +43,6 @@ class CommitPipeline:
         (then `commit` is not started)."""
         self.wait()
         self._pending = self._pool.submit(commit)
-
-    def busy(self) -> bool:
-        """A submitted commit is still running."""
-        return self._pending is not None and not self._pending.done()
 
     def wait(self) -> None:
         """Until the submitted commit finished; raises its failure."""

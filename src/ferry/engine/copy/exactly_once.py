@@ -326,11 +326,7 @@ def run_lease_exactly_once(
         for producer in current.values():
             producer.begin_transaction()  # local: nothing reaches the coordinator yet
         try:
-            # Copies on while the previous slice commits (a lease's last slice excepted: it
-            # ends at once), so that the submit below finds the pipeline free. Returns once
-            # every copy is acknowledged: the next slice's copies follow them.
-            if not slice.settle:
-                slice = replace(slice, extend_while=pipeline.busy)
+            # Returns once every copy is acknowledged: the next slice's copies follow them.
             results = copy_ranges(consumer, current, tracker, work, ctx, slice)
             moved = [
                 (r, result)

@@ -46,8 +46,6 @@ _SIZE_CHECK_MARGIN = 8192
 # How long a produce to a partition this producer does not know yet is retried while its
 # metadata catches up with a partition the planner just added.
 NEW_PARTITION_WAIT_SECONDS = 30.0
-# A slice extended past its time (`Slice.extend_while`) asks again at least this often.
-EXTENDED_POLL_SECONDS = 0.005
 
 
 def copy_bin(
@@ -79,9 +77,8 @@ def copy_ranges(
     """`copy_bin` with a producer per source partition (exactly-once: one transaction each).
 
     With a `slice` (a lease, engine/copy/lease.py), ranges may be open (end OPEN): consuming
-    stops when the slice's time is up (and its `extend_while` says no more), the copies are
-    acknowledged as always, each result's `end` is where its range got to, and the consumer
-    stays assigned for the next slice."""
+    stops when the slice's time is up, the copies are acknowledged as always, each result's
+    `end` is where its range got to, and the consumer stays assigned for the next slice."""
     tracker.reset()
     try:
         results = _copy(consumer, producers, tracker, work, ctx, slice)
@@ -156,12 +153,9 @@ def _copy(
         if finished:
             consumer.incremental_unassign(finished)
             finished.clear()
-        left = deadline - time.monotonic()
-        if left < 0:
-            if slice is None or slice.extend_while is None or not slice.extend_while():
-                break
-            left = EXTENDED_POLL_SECONDS  # asked again after each poll
-        wait = min(0.1, left)
+        wait = min(0.1, deadline - time.monotonic())
+        if wait < 0:
+            break
         messages = _next_messages(consumer, wait)
         poll(0)
         if not messages:

@@ -7,7 +7,6 @@ offset runs the sink commits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ferry.engine.latency import Histogram
@@ -24,15 +23,12 @@ class Slice:
     """One stretch of a lease (engine/copy/lease.py): copy open ranges for `seconds`, then
     return; `continuing`: the consumer is assigned already. `settle`: wait until the target
     acknowledged every copy; else (the native loop) copies still in flight carry over to the
-    next slice, which is told how many per partition (`in_flight`, from the results).
-    `extend_while`: past `seconds`, copying goes on while it says so (exactly-once: while the
-    previous slice's transactions still commit, so that copying never stops to wait for them)."""
+    next slice, which is told how many per partition (`in_flight`, from the results)."""
 
     seconds: float
     continuing: bool = False
     settle: bool = True
     in_flight: dict[tuple[str, int], int] = field(default_factory=dict)
-    extend_while: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
