@@ -36,13 +36,13 @@ from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.errors import FerryError
 from ferry.flows.rpo import DESCRIPTION, flow_rpo
-from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
+from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, last_stable_offsets, read_rpos
 
 __all__ = ["FlowRpo", "RpoMetrics", "RpoWatch", "read_rpo"]
 
 INTERVAL_SECONDS = 10.0
 ENDS_SECONDS = 10.0  # for the source's ends (a new admin client: metadata, then the leaders)
-READ_SECONDS = 5.0  # then for the first records not copied, all lagging partitions together
+READ_SECONDS = DEFAULT_TIMEOUT  # then the first records not copied (ferry status's bound too)
 STALE_SECONDS = 3 * INTERVAL_SECONDS + ENDS_SECONDS + READ_SECONDS
 RPO_FILE = "rpo.json"
 

@@ -37,7 +37,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
-from ferry.kafka.rpo_probe import read_rpos
+from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
@@ -55,7 +55,7 @@ __all__ = [
 
 TP = tuple[str, int]
 HEARTBEATS_READ_BACK = 50  # records read from the end: a few per flow out of the source
-RPO_READ_SECONDS = 5.0  # at most, for the first records of all lagging partitions of a flow
+RPO_READ_SECONDS = DEFAULT_TIMEOUT  # at most, for the first records of lagging partitions
 
 
 @dataclass(frozen=True)
