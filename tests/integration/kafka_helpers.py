@@ -42,8 +42,16 @@ def produce(
     bootstrap: str, topic: str, records: list[Rec], client: dict[str, str] | None = None
 ) -> None:
     """`client`: more librdkafka settings, e.g. SASL credentials."""
+    # Idempotent, so that a request retried after a timeout on a busy broker cannot write its
+    # records twice: the tests count exactly.
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **(client or {})}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            **(client or {}),
+        }
     )
     failures: list[str] = []
 

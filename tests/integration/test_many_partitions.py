@@ -82,7 +82,18 @@ def _source_with_backlog(bootstrap: str) -> None:
     # The controller answers before the broker leads all 10,000 new partitions: a record for
     # one it does not lead yet would be refused as UNKNOWN_TOPIC_OR_PART.
     wait_for(led, 180, f"A's broker leads every partition of the {TOPICS} new topics")
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    # Idempotent: a broker that loads 10,000 partitions can hold a produce request past its
+    # timeout and still append it; librdkafka then sends it again, and only the producer id
+    # and sequence numbers keep that retry from writing the records twice.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "request.timeout.ms": 120_000,
+        }
+    )
     pending = {(name, k) for name in NAMES for k in range(RECORDS_PER_TOPIC)}
 
     def delivered() -> bool:
@@ -107,7 +118,7 @@ def _source_with_backlog(bootstrap: str) -> None:
                 on_delivery=on_delivery,
             )
             producer.poll(0)
-        assert producer.flush(120) == 0, "the backlog was not all delivered within 120 s"
+        assert producer.flush(300) == 0, "the backlog was not all delivered within 300 s"
         assert unexpected == []
         pending.intersection_update(refused)
         return not pending

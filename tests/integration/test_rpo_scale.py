@@ -58,7 +58,18 @@ def _one_record_per_partition(bootstrap: str, stamp_ms: int) -> None:
         )
 
     wait_for(led, 180, f"A's broker leads every partition of the {TOPICS} new topics")
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    # Idempotent: a broker that loads 10,000 partitions can hold a produce request past its
+    # timeout and still append it; librdkafka then sends it again, and only the producer id
+    # and sequence numbers keep that retry from writing the records twice.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "request.timeout.ms": 120_000,
+        }
+    )
     pending = {(name, p) for name in NAMES for p in range(PARTITIONS)}
 
     def delivered() -> bool:
@@ -72,7 +83,7 @@ def _one_record_per_partition(bootstrap: str, stamp_ms: int) -> None:
         for name, p in sorted(pending):
             producer.produce(name, b"v", partition=p, timestamp=stamp_ms, on_delivery=on_delivery)
             producer.poll(0)
-        assert producer.flush(120) == 0
+        assert producer.flush(300) == 0
         pending.intersection_update(refused)
         return not pending
 
