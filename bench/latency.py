@@ -213,7 +213,10 @@ class CommittedReader:
     consume call returned it) minus its source timestamp. `stop()` ends the thread;
     `wait_for(count)` waits until that many timed records were received."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, settings: Mapping[str, str] | None = None
+    ) -> None:
+        """`settings`: librdkafka settings beyond (or instead of) CONSUMER_SETTINGS."""
         self.topic = topic
         self.latencies: list[float] = []
         self.received = 0  # every record, warm-up ones too
@@ -223,6 +226,7 @@ class CommittedReader:
                 "bootstrap.servers": bootstrap,
                 "group.id": f"bench-committed-{uuid.uuid4().hex}",
                 **CONSUMER_SETTINGS,
+                **(settings or {}),
             }
         )
         self._stop = threading.Event()

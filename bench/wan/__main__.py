@@ -12,6 +12,9 @@ delay-and-bandwidth proxy (`bench.wan.link`). For each link (`--links`, RTT ms :
 - then, the same process still running, `--rate` records/s on a second topic: `--warmup`
   seconds, then `--seconds` timed; p50/p99 of target append time minus source timestamp
   (`bench.latency`) and the link's bytes per record.
+- after the cases of each link, the floor measured (`bench.wan.floor`, `--no-floor` skips
+  it): a bare consumer with ferry's WAN settings reading the same steady rate across the link,
+  its receive time minus the source timestamp.
 
 Cases: ferry and MM2, each with its defaults and with the WAN settings (`bench.wan.cases`);
 then, on the first link, both with the WAN settings placed next to the source, producing
@@ -58,6 +61,7 @@ from bench.wan.cases import (
     with_settings,
 )
 from bench.wan.clusters import WanCluster, WanClusters, wan_clusters
+from bench.wan.floor import measure_floor
 from bench.wan.link import LinkProcess, LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows, effective_buffer
 from bench.wan.run import Plan, measure_case, note
@@ -86,6 +90,12 @@ def parse_args() -> argparse.Namespace:
         help="links on which to run the placement next to the source",
     )
     add("--no-ceiling", action="store_true", help="skip measuring the link's own ceiling")
+    add(
+        "--no-floor",
+        action="store_true",
+        help="skip the measured floor: a bare consumer with ferry's WAN settings reading the "
+        "steady rate across each link (bench.wan.floor)",
+    )
     add("--merge", action="store_true", help="keep earlier runs in wan.json not repeated now")
     add("--quick", action="store_true", help="a smoke check: one link, small, short")
     add(
@@ -300,6 +310,14 @@ def main() -> int:
                                 "error": str(exc)[:2000],
                             }
                         )
+                if not args.no_floor and not (
+                    args.profile and args.profile_placement == "near-source"
+                ):
+                    try:
+                        runs.append(measure_floor(spec, clusters, plan, values, os_buffers))
+                    except Exception as exc:  # the replicators' figures stand without it
+                        note(f"{spec.label} bare consumer failed: {exc}")
+                    write_results(args, plan, os_buffers, runs, [], time.monotonic() - began)
             if not args.no_ceiling:
                 fastest = max(links, key=lambda s: s.bandwidth_bits)
                 ceiling = link_ceiling(

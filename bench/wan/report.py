@@ -15,6 +15,7 @@ COLOURS = {
     ("ferry", "wan"): "tab:blue",
     ("mm2", "default"): "tab:olive",
     ("mm2", "wan"): "tab:orange",
+    ("consumer", "wan"): "black",
 }
 
 
@@ -57,7 +58,7 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
         "",
         "| link | placement | replicator | settings | window to client / server KiB | "
         "first record s | backlog MB/s | share of link | bytes/record over link (to client / "
-        "to server) | p50 ms | p99 ms | floor p50 / p99 ms | steady bytes/record (to client "
+        "to server) | p50 ms | p99 ms | model floor p50 / p99 ms | steady bytes/record (to client "
         "/ to server) |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -111,7 +112,13 @@ def chart(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     share_axes, latency_axes = figure.subplots(1, 2)
     near = [r for r in runs if r["placement"] == "near-target"]
     links = sorted({(r["rtt_ms"], r["link"]) for r in runs})
-    cases = sorted({(r["replicator"], r["settings"], r["placement"]) for r in runs})
+    cases = sorted(
+        {
+            (r["replicator"], r["settings"], r["placement"])
+            for r in runs
+            if r.get("backlog_link_share") is not None  # the bare consumer copies no backlog
+        }
+    )
     width = 0.8 / max(1, len(cases))
     for index, (replicator, settings, placement) in enumerate(cases):
         xs, ys = [], []

@@ -137,6 +137,15 @@ def _run(replicator: str, settings: str, rtt: float, **extra: Any) -> dict[str, 
     }
 
 
+def _floor_run(rtt: float) -> dict[str, Any]:
+    """A row as bench.wan.floor writes it: no backlog, a steady window only."""
+    row = _run("consumer", "wan", rtt, p50_ms=rtt + 1, p99_ms=rtt + 35)
+    for key in list(row):
+        if key.startswith("backlog") or key == "first_record_seconds":
+            del row[key]
+    return row
+
+
 def test_floors_are_one_and_a_half_round_trips() -> None:
     assert floors(60.0) == {"p50_floor_ms": 60.0, "p99_floor_ms": pytest.approx(89.4)}
 
@@ -156,6 +165,7 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
         _run("mm2", "default", 60, backlog_complete=False),
         _run("ferry", "wan", 60, variant="linger.ms=0"),
         {**_run("mm2", "default", 100), "error": "it broke | badly\nmore"},
+        _floor_run(60),
     ]
     report = {
         "date": "today",
@@ -185,6 +195,8 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
     assert "failed: it broke / badly |" in text
     assert "| 60 / 89 |" in text
     assert "| loopback | 100.0 |  |" in text
+    # The measured floor copies no backlog: its backlog cells stay empty, its latency shows.
+    assert "| near-target | consumer | wan | 64 / 100 |  |  |  |  /  | 61 | 95 | 60 / 89 |" in text
     assert "Chart: [wan.png](wan.png)." in text
     assert "Chart" not in markdown(report, None), "a profile writes no chart to link to"
     path = chart(runs, tmp_path / "wan.png")
