@@ -16,12 +16,11 @@ from typing import Any
 
 from bench.harness import cleanup_topics, create_topic
 from bench.latency import TIMED_KEY, WARM_UP_KEY, CommittedReader, PacedProducer
-from bench.stats import latency_summary
 from bench.wan.cases import FERRY_WAN, Case, case_windows
 from bench.wan.clusters import WanClusters
 from bench.wan.link import LinkProcess, LinkSpec
 from bench.wan.model import OsBuffers
-from bench.wan.run import Plan, note
+from bench.wan.run import Plan, note, steady_figures
 from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS
 
 __all__ = ["measure_floor"]
@@ -65,10 +64,10 @@ def measure_floor(
                 reader.close()
     finally:
         cleanup_topics(clusters.a.local, [topic])
-    summary = latency_summary(latencies)
+    figures = steady_figures(plan.rate, timed, latencies, before, after)
     note(
-        f"{spec.label} bare consumer: p50 {summary['p50_ms']:.0f} ms, "
-        f"p99 {summary['p99_ms']:.0f} ms"
+        f"{spec.label} bare consumer: p50 {figures['p50_ms']:.0f} ms, "
+        f"p99 {figures['p99_ms']:.0f} ms"
     )
     return {
         "link": spec.label,
@@ -83,13 +82,5 @@ def measure_floor(
         "extra_settings": [],
         "window_to_client": windows.to_client,
         "window_to_server": windows.to_server,
-        "steady_rate": plan.rate,
-        "steady_records": timed,
-        "p50_ms": summary["p50_ms"],
-        "p90_ms": summary["p90_ms"],
-        "p99_ms": summary["p99_ms"],
-        "p999_ms": summary["p999_ms"],
-        "max_ms": summary["max_ms"],
-        "steady_bytes_per_record_to_client": round((after[1] - before[1]) / timed, 1),
-        "steady_bytes_per_record_to_server": round((after[0] - before[0]) / timed, 1),
+        **figures,
     }

@@ -18,7 +18,7 @@ from bench.wan.clusters import WanClusters
 from bench.wan.link import LinkProcess, LinkSpec
 from bench.wan.model import OsBuffers
 
-__all__ = ["Plan", "measure_case"]
+__all__ = ["Plan", "measure_case", "note", "steady_figures"]
 
 POLL = 0.1
 
@@ -213,19 +213,30 @@ def _steady(
         f"p99 {summary['p99_ms']:.0f} ms, max {summary['max_ms']:.0f} ms"
     )
     return {
-        "steady_rate": plan.rate,
-        "steady_records": timed,
         "steady_seconds": round(window, 1),
-        "p50_ms": summary["p50_ms"],
-        "p90_ms": summary["p90_ms"],
-        "p99_ms": summary["p99_ms"],
-        "p999_ms": summary["p999_ms"],
-        "max_ms": summary["max_ms"],
-        "steady_bytes_per_record_to_client": round((after[1] - before[1]) / timed, 1),
-        "steady_bytes_per_record_to_server": round((after[0] - before[0]) / timed, 1),
+        **steady_figures(plan.rate, timed, latencies, before, after),
         "steady_link_mbit": round(
             (after[0] + after[1] - before[0] - before[1]) * 8 / window / 1e6, 2
         ),
+    }
+
+
+def steady_figures(
+    rate: float,
+    timed: int,
+    latencies: list[float],
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+) -> dict[str, Any]:
+    """A steady window's percentiles and the link's bytes per record each way (`before` and
+    `after`: the link's counts, to server then to client)."""
+    summary = latency_summary(latencies)
+    return {
+        "steady_rate": rate,
+        "steady_records": timed,
+        **{key: summary[key] for key in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")},
+        "steady_bytes_per_record_to_client": round((after[1] - before[1]) / timed, 1),
+        "steady_bytes_per_record_to_server": round((after[0] - before[0]) / timed, 1),
     }
 
 

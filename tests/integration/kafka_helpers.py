@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -38,21 +39,25 @@ def create_topic(
     admin.create_topics([new])[topic].result(30)
 
 
-def produce(
-    bootstrap: str, topic: str, records: list[Rec], client: dict[str, str] | None = None
-) -> None:
-    """`client`: more librdkafka settings, e.g. SASL credentials."""
-    # Idempotent, so that a request retried after a timeout on a busy broker cannot write its
-    # records twice: the tests count exactly.
-    producer = Producer(
+def exact_producer(bootstrap: str, settings: dict[str, Any] | None = None) -> Producer:
+    """A producer for records a test counts exactly: idempotent, so that a request retried
+    after a timeout on a busy broker (one still loading many partitions, or starved of CPU)
+    cannot write its records twice."""
+    return Producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 5,
-            **(client or {}),
+            **(settings or {}),
         }
     )
+
+
+def produce(
+    bootstrap: str, topic: str, records: list[Rec], client: dict[str, str] | None = None
+) -> None:
+    """`client`: more librdkafka settings, e.g. SASL credentials."""
+    producer = exact_producer(bootstrap, {"linger.ms": 5, **(client or {})})
     failures: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:

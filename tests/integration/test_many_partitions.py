@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches, submit
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
-from tests.integration.kafka_helpers import wait_for
+from tests.integration.kafka_helpers import exact_producer, wait_for
 from tests.integration.replication_setup import run_once, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.scale, pytest.mark.timeout(480)]
@@ -82,18 +82,9 @@ def _source_with_backlog(bootstrap: str) -> None:
     # The controller answers before the broker leads all 10,000 new partitions: a record for
     # one it does not lead yet would be refused as UNKNOWN_TOPIC_OR_PART.
     wait_for(led, 180, f"A's broker leads every partition of the {TOPICS} new topics")
-    # Idempotent: a broker that loads 10,000 partitions can hold a produce request past its
-    # timeout and still append it; librdkafka then sends it again, and only the producer id
-    # and sequence numbers keep that retry from writing the records twice.
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 20,
-            "request.timeout.ms": 120_000,
-        }
-    )
+    # A broker loading 10,000 partitions can hold a produce request past its timeout and
+    # still append it: the retry must not write the records twice (exact_producer).
+    producer = exact_producer(bootstrap, {"linger.ms": 20, "request.timeout.ms": 120_000})
     pending = {(name, k) for name in NAMES for k in range(RECORDS_PER_TOPIC)}
 
     def delivered() -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.config.model import ClusterConfig
@@ -23,7 +23,7 @@ from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 from ferry.local import clusters as local
 from ferry.local.broker import BrokerProcess
 from ferry.ops.status import RPO_READ_SECONDS
-from tests.integration.kafka_helpers import wait_for
+from tests.integration.kafka_helpers import exact_producer, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.scale, pytest.mark.timeout(480)]
 
@@ -58,18 +58,9 @@ def _one_record_per_partition(bootstrap: str, stamp_ms: int) -> None:
         )
 
     wait_for(led, 180, f"A's broker leads every partition of the {TOPICS} new topics")
-    # Idempotent: a broker that loads 10,000 partitions can hold a produce request past its
-    # timeout and still append it; librdkafka then sends it again, and only the producer id
-    # and sequence numbers keep that retry from writing the records twice.
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 20,
-            "request.timeout.ms": 120_000,
-        }
-    )
+    # A broker loading 10,000 partitions can hold a produce request past its timeout and
+    # still append it: the retry must not write the records twice (exact_producer).
+    producer = exact_producer(bootstrap, {"linger.ms": 20, "request.timeout.ms": 120_000})
     pending = {(name, p) for name in NAMES for p in range(PARTITIONS)}
 
     def delivered() -> bool:
