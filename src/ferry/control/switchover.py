@@ -29,19 +29,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    OffsetSpec,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control.log import ControlLog, control_place
+from ferry.control.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
 from ferry.errors import FerryError
 from ferry.flows.control import FlowControl
 from ferry.flows.switchover import (
@@ -51,7 +44,6 @@ from ferry.flows.switchover import (
     REVERSE,
     STEPS,
     TITLES,
-    AclEntry,
     Decision,
     FenceAcl,
     Observed,
@@ -63,7 +55,7 @@ from ferry.flows.switchover import (
 )
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
-from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
+from ferry.kafka.errors import kafka_errors
 from ferry.kafka.provenance import Origin
 from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_failover
 from ferry.offsets.stores import RunsStore
@@ -77,9 +69,6 @@ __all__ = ["STOP_AFTER_ENV", "SwitchoverOptions", "SwitchoverReport", "switchove
 STOP_AFTER_ENV = "FERRY_SWITCHOVER_STOP_AFTER"
 ORIGIN_HEADER = "ferry.origin"
 PROGRESS_EVERY = 5.0  # seconds between the drain's progress lines
-# (topic, principal) of a DENY WRITE that matches nothing: created and deleted at once to
-# learn whether a cluster has an authorizer.
-PROBE_ACL = ("ferry-switchover-probe", "User:ferry-switchover-probe")
 TP = tuple[str, int]
 RecordId = tuple[str, str, int, int]  # the first cluster's alias, topic, partition, offset
 
@@ -136,129 +125,6 @@ class SwitchoverReport:
         }
 
 
-_EVERY_TOPIC_ACL = AclBindingFilter(
-    ResourceType.TOPIC,
-    None,  # type: ignore[arg-type]
-    ResourcePatternType.ANY,
-    None,  # type: ignore[arg-type]
-    None,  # type: ignore[arg-type]
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
-
-
-class _NoAuthorizer(Exception):
-    pass
-
-
-class _Acls:
-    """One cluster's topic ACLs."""
-
-    def __init__(self, cluster: ClusterConfig, timeout: float) -> None:
-        self.cluster = cluster
-        self._timeout = timeout
-        self._admin = clients.admin_client(cluster.admin_config())
-
-    def _wait(self, future: Any, action: str) -> Any:
-        try:
-            return future.result(self._timeout + 5)
-        except (KafkaException, TimeoutError) as exc:
-            error = kafka_error_of(exc)
-            if error is not None and error.code() == KafkaError.SECURITY_DISABLED:
-                raise _NoAuthorizer(self.cluster.alias) from None
-            if error is None or error.code() in UNREACHABLE_CODES:
-                raise unavailable(self.cluster, exc) from None
-            raise FerryError(
-                f"cluster {self.cluster.alias}: could not {action}: {error.name()}: "
-                f"{error.str()}; ferry's principal needs DESCRIBE and ALTER on the cluster "
-                "for a switchover's fence"
-            ) from None
-
-    def entries(self) -> list[AclEntry]:
-        """Every topic ACL; raises _NoAuthorizer without an authorizer."""
-        future = self._admin.describe_acls(_EVERY_TOPIC_ACL, request_timeout=self._timeout)
-        return [
-            AclEntry(
-                b.resource_pattern_type.name,
-                b.name,
-                b.principal,
-                b.operation.name,
-                b.permission_type.name,
-            )
-            for b in self._wait(future, "read its ACLs")
-        ]
-
-    def has_authorizer(self, *, probe: bool = True) -> bool:
-        """Whether the cluster has an ACL authorizer. A broker without one may answer
-        describe-ACLs with an empty list instead of SECURITY_DISABLED, so with `probe` an ACL
-        that matches nothing (PROBE_ACL) is created and deleted: refused with
-        SECURITY_DISABLED there."""
-        try:
-            self.entries()
-            if probe:
-                self.create([PROBE_ACL], "DENY")
-                self.delete([PROBE_ACL], "DENY")
-        except _NoAuthorizer:
-            return False
-        return True
-
-    def create(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
-        bindings = [_binding(topic, principal, permission) for topic, principal in acls]
-        if bindings:
-            futures = self._admin.create_acls(bindings, request_timeout=self._timeout)
-            for future in futures.values():
-                self._wait(future, "create ACLs")
-
-    def delete(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
-        filters = [
-            AclBindingFilter(
-                ResourceType.TOPIC,
-                topic,
-                ResourcePatternType.LITERAL,
-                principal,
-                "*",
-                AclOperation.WRITE,
-                AclPermissionType[permission],
-            )
-            for topic, principal in acls
-        ]
-        if filters:
-            futures = self._admin.delete_acls(filters, request_timeout=self._timeout)
-            for future in futures.values():
-                self._wait(future, "delete ACLs")
-
-    def literal_writes(self, permission: str) -> set[tuple[str, str]]:
-        """(topic, principal) of each literal WRITE ACL with `permission` on any host."""
-        return {
-            (e.name, e.principal)
-            for e in self.entries()
-            if e.pattern == "LITERAL" and e.operation == "WRITE" and e.permission == permission
-        }
-
-
-def _binding(topic: str, principal: str, permission: str) -> AclBinding:
-    return AclBinding(
-        ResourceType.TOPIC,
-        topic,
-        ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        AclOperation.WRITE,
-        AclPermissionType[permission],
-    )
-
-
-def ferry_principal(cluster: ClusterConfig) -> str | None:
-    """The principal ferry's clients authenticate as, where the settings say it (SASL PLAIN
-    or SCRAM: `User:<sasl.username>`); None otherwise (TLS or Kerberos name it elsewhere)."""
-    settings = cluster.admin_config()
-    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "")).upper()
-    username = settings.get("sasl.username")
-    if username and (mechanism == "PLAIN" or mechanism.startswith("SCRAM")):
-        return f"User:{username}"
-    return None
-
-
 class _Switchover:
     def __init__(
         self,
@@ -282,8 +148,8 @@ class _Switchover:
         self.reverse_log = ControlLog(
             config.clusters[control_place(config, self.reverse)[0]], *_topic(config)
         )
-        self.source_acls = _Acls(self.source, timeout)
-        self.target_acls = _Acls(self.target, timeout)
+        self.source_acls = TopicAcls(self.source, timeout)
+        self.target_acls = TopicAcls(self.target, timeout)
         self.notices: list[str] = []
 
     # --- reading ------------------------------------------------------------------------------
@@ -472,7 +338,7 @@ class _Switchover:
             allowed = self.target_acls.literal_writes("ALLOW")
             grants = sorted(set(remote.values()) - allowed)
             self.target_acls.create(grants, "ALLOW")
-        except _NoAuthorizer:
+        except NoAuthorizer:
             self.say(
                 f"cluster {self.target.alias} has no ACL authorizer: its ACLs stay as they are"
             )
@@ -497,7 +363,7 @@ class _Switchover:
 
     def rollback(self, record: SwitchoverRecord) -> SwitchoverRecord:
         pairs = [(f.topic, f.principal) for f in record.fence]
-        with contextlib.suppress(_NoAuthorizer):
+        with contextlib.suppress(NoAuthorizer):
             self.source_acls.delete(pairs, "DENY")
         for topic, principal in pairs:
             self.say(f"taken back: DENY WRITE for {principal} on {topic} ({self.source.alias})")

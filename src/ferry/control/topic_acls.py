@@ -1,0 +1,158 @@
+"""One cluster's topic ACLs, as a switchover's fence reads and writes them.
+
+The fence denies WRITE on the fenced topics to every principal that may write them
+(control/switchover.py); its reverse allows those principals to write the copies on the other
+side. Both go through this client: literal topic ACLs on any host, each request bounded by
+the switchover's timeout, and errors that name the cluster and the permission ferry's
+principal lacks. A cluster without an authorizer is told apart (NoAuthorizer): there is
+nothing to fence with, and the switchover says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from ferry.config.model import ClusterConfig
+from ferry.errors import FerryError
+from ferry.flows.switchover import AclEntry
+from ferry.kafka import clients
+from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+
+__all__ = ["PROBE_ACL", "NoAuthorizer", "TopicAcls", "ferry_principal"]
+
+# (topic, principal) of a DENY WRITE that matches nothing: created and deleted at once to
+# learn whether a cluster has an authorizer.
+PROBE_ACL = ("ferry-switchover-probe", "User:ferry-switchover-probe")
+
+_EVERY_TOPIC_ACL = AclBindingFilter(
+    ResourceType.TOPIC,
+    None,  # type: ignore[arg-type]
+    ResourcePatternType.ANY,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
+)
+
+
+class NoAuthorizer(Exception):
+    """The cluster has no ACL authorizer (its alias is the message)."""
+
+
+class TopicAcls:
+    """One cluster's topic ACLs."""
+
+    def __init__(self, cluster: ClusterConfig, timeout: float) -> None:
+        self.cluster = cluster
+        self._timeout = timeout
+        self._admin = clients.admin_client(cluster.admin_config())
+
+    def _wait(self, future: Any, action: str) -> Any:
+        try:
+            return future.result(self._timeout + 5)
+        except (KafkaException, TimeoutError) as exc:
+            error = kafka_error_of(exc)
+            if error is not None and error.code() == KafkaError.SECURITY_DISABLED:
+                raise NoAuthorizer(self.cluster.alias) from None
+            if error is None or error.code() in UNREACHABLE_CODES:
+                raise unavailable(self.cluster, exc) from None
+            raise FerryError(
+                f"cluster {self.cluster.alias}: could not {action}: {error.name()}: "
+                f"{error.str()}; ferry's principal needs DESCRIBE and ALTER on the cluster "
+                "for a switchover's fence"
+            ) from None
+
+    def entries(self) -> list[AclEntry]:
+        """Every topic ACL; raises NoAuthorizer without an authorizer."""
+        future = self._admin.describe_acls(_EVERY_TOPIC_ACL, request_timeout=self._timeout)
+        return [
+            AclEntry(
+                b.resource_pattern_type.name,
+                b.name,
+                b.principal,
+                b.operation.name,
+                b.permission_type.name,
+            )
+            for b in self._wait(future, "read its ACLs")
+        ]
+
+    def has_authorizer(self, *, probe: bool = True) -> bool:
+        """Whether the cluster has an ACL authorizer. A broker without one may answer
+        describe-ACLs with an empty list instead of SECURITY_DISABLED, so with `probe` an ACL
+        that matches nothing (PROBE_ACL) is created and deleted: refused with
+        SECURITY_DISABLED there."""
+        try:
+            self.entries()
+            if probe:
+                self.create([PROBE_ACL], "DENY")
+                self.delete([PROBE_ACL], "DENY")
+        except NoAuthorizer:
+            return False
+        return True
+
+    def create(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
+        bindings = [_binding(topic, principal, permission) for topic, principal in acls]
+        if bindings:
+            futures = self._admin.create_acls(bindings, request_timeout=self._timeout)
+            for future in futures.values():
+                self._wait(future, "create ACLs")
+
+    def delete(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
+        filters = [
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                topic,
+                ResourcePatternType.LITERAL,
+                principal,
+                "*",
+                AclOperation.WRITE,
+                AclPermissionType[permission],
+            )
+            for topic, principal in acls
+        ]
+        if filters:
+            futures = self._admin.delete_acls(filters, request_timeout=self._timeout)
+            for future in futures.values():
+                self._wait(future, "delete ACLs")
+
+    def literal_writes(self, permission: str) -> set[tuple[str, str]]:
+        """(topic, principal) of each literal WRITE ACL with `permission` on any host."""
+        return {
+            (e.name, e.principal)
+            for e in self.entries()
+            if e.pattern == "LITERAL" and e.operation == "WRITE" and e.permission == permission
+        }
+
+
+def _binding(topic: str, principal: str, permission: str) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        principal,
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType[permission],
+    )
+
+
+def ferry_principal(cluster: ClusterConfig) -> str | None:
+    """The principal ferry's clients authenticate as, where the settings say it (SASL PLAIN
+    or SCRAM: `User:<sasl.username>`); None otherwise (TLS or Kerberos name it elsewhere)."""
+    settings = cluster.admin_config()
+    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "")).upper()
+    username = settings.get("sasl.username")
+    if username and (mechanism == "PLAIN" or mechanism.startswith("SCRAM")):
+        return f"User:{username}"
+    return None
