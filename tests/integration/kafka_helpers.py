@@ -57,7 +57,11 @@ def produce(
     bootstrap: str, topic: str, records: list[Rec], client: dict[str, str] | None = None
 ) -> None:
     """`client`: more librdkafka settings, e.g. SASL credentials."""
-    producer = exact_producer(bootstrap, {"linger.ms": 5, **(client or {})})
+    # Not idempotent: some tests call this every few milliseconds, and an idempotent
+    # producer's InitProducerId on each call slowed them several times over.
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **(client or {})}
+    )
     failures: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
