@@ -256,7 +256,13 @@ class CommittedReader:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                batch = self._consumer.consume(num_messages=10_000, timeout=0.1)
+                # consume(n, timeout) returns only once n messages arrived or the whole timeout
+                # passed, which would add up to that timeout to every receive time: poll()
+                # returns on the first message, then what is fetched already is taken at once.
+                first = self._consumer.poll(0.1)
+                if first is None:
+                    continue
+                batch = [first, *self._consumer.consume(num_messages=10_000, timeout=0)]
                 now_ms = time.time() * 1000
                 for m in batch:
                     err = m.error()
