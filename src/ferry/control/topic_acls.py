@@ -102,7 +102,7 @@ class TopicAcls:
         return True
 
     def create(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
-        bindings = [_binding(topic, principal, permission) for topic, principal in acls]
+        bindings = [_write_acl(AclBinding, t, principal, permission) for t, principal in acls]
         if bindings:
             futures = self._admin.create_acls(bindings, request_timeout=self._timeout)
             for future in futures.values():
@@ -110,16 +110,7 @@ class TopicAcls:
 
     def delete(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
         filters = [
-            AclBindingFilter(
-                ResourceType.TOPIC,
-                topic,
-                ResourcePatternType.LITERAL,
-                principal,
-                "*",
-                AclOperation.WRITE,
-                AclPermissionType[permission],
-            )
-            for topic, principal in acls
+            _write_acl(AclBindingFilter, topic, principal, permission) for topic, principal in acls
         ]
         if filters:
             futures = self._admin.delete_acls(filters, request_timeout=self._timeout)
@@ -135,8 +126,10 @@ class TopicAcls:
         }
 
 
-def _binding(topic: str, principal: str, permission: str) -> AclBinding:
-    return AclBinding(
+def _write_acl(kind: type[Any], topic: str, principal: str, permission: str) -> Any:
+    """A literal topic WRITE ACL on any host: the binding to create (`kind` AclBinding) or
+    the filter that deletes exactly it (AclBindingFilter, same arguments)."""
+    return kind(
         ResourceType.TOPIC,
         topic,
         ResourcePatternType.LITERAL,
