@@ -11,7 +11,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ferry.errors import LocalClusterError
-from ferry.local.broker import BrokerProcess, _server_properties, format_storage, start_broker
+from ferry.local.broker import (
+    BrokerProcess,
+    NodePlan,
+    _server_properties,
+    format_storage,
+    start_broker,
+)
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_all
 
@@ -107,8 +113,8 @@ def test_a_cluster_id_starting_with_a_dash_formats(tmp_path: Path) -> None:
     cluster_id = base64.urlsafe_b64encode(b"\xf8" + bytes(15)).decode().rstrip("=")
     assert cluster_id.startswith("-")
     properties = tmp_path / "server.properties"
-    props = _server_properties(tmp_path, 9, 10, {})
+    props = _server_properties(tmp_path, NodePlan(1, "broker,controller", 9, 10), {}, None)
     properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    format_storage("A", tmp_path, properties, cluster_id)
+    format_storage("A", tmp_path, properties, cluster_id, ["--standalone"])
     meta = (tmp_path / "data" / "meta.properties").read_text()
     assert f"cluster.id={cluster_id}" in meta

@@ -1,6 +1,7 @@
-"""One real single-node KRaft Kafka cluster (broker and controller in one JVM) on 127.0.0.1.
+"""One real KRaft Kafka node (a JVM) on 127.0.0.1: a whole single-node cluster (broker and
+controller in one process), or one node of a larger cluster (`ferry.local.cluster`).
 
-The broker runs in its own session so it outlives `ferry local up`, and is stopped by the pid
+The node runs in its own session so it outlives `ferry local up`, and is stopped by the pid
 recorded at start, never by name. Its pid file also records the server.properties path, so a
 recycled pid that now belongs to another process is never signalled.
 """
@@ -25,7 +26,15 @@ from ferry.errors import LocalClusterError
 from ferry.kafka import clients
 from ferry.local.distribution import kafka_classpath
 
-__all__ = ["BrokerProcess", "free_port", "restart_broker", "start_broker"]
+__all__ = [
+    "BrokerProcess",
+    "NodePlan",
+    "free_port",
+    "launch",
+    "prepare_node",
+    "restart_broker",
+    "start_broker",
+]
 
 # Kafka defaults sized for one node on a small machine. auto.create.topics.enable is off so
 # that code which forgets to create a topic fails in tests instead of working by accident.
@@ -99,6 +108,12 @@ class BrokerProcess:
     # and `client` is the one to use for administration too. Used for the readiness check.
     admin: dict[str, str] = field(default_factory=dict)
     security: str = "plaintext"
+    node_id: int = 1
+    roles: str = "broker,controller"
+    # The listener a link proxy forwards to (0: none) and the proxy's port, which the node
+    # advertises on that listener, so clients that bootstrap through the proxy stay behind it.
+    link_port: int = 0
+    proxy_port: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -125,8 +140,16 @@ class BrokerProcess:
     def to_json(self) -> dict[str, object]:
         return asdict(self)
 
+    @property
+    def pid_file(self) -> Path:
+        """The pid of the node's latest start: a node restarted by another process (a test,
+        `ferry local start`) is found by it, though this record holds the older pid."""
+        return Path(self.directory) / "node.pid"
+
     def is_running(self) -> bool:
-        """True while the recorded pid is still this broker (not a recycled pid)."""
+        """True while the node's latest pid is still this broker (not a recycled pid)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.pid = int(self.pid_file.read_text())
         try:
             process = psutil.Process(self.pid)
             # A zombie has exited and only waits for its parent to reap it.
@@ -164,6 +187,15 @@ class BrokerProcess:
         self._signal_until_gone(signal.SIGKILL, 10.0)
         self._wait_ports_closed(10.0)
 
+    def send(self, sig: signal.Signals) -> None:
+        """Send `sig` to the node if it is still this node: SIGSTOP freezes it (a GC pause, a
+        frozen VM), SIGCONT wakes it."""
+        if not self.is_running():
+            raise LocalClusterError(
+                f"node {self.node_id} of cluster {self.alias} (pid {self.pid}) is not running"
+            )
+        os.kill(self.pid, sig)
+
     def _signal_until_gone(self, sig: signal.Signals, timeout: float) -> None:
         if not self.is_running():
             return
@@ -177,13 +209,14 @@ class BrokerProcess:
 
     def _wait_ports_closed(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        ports = [p for p in (self.port, self.controller_port, self.link_port) if p]
         while time.monotonic() < deadline:
-            if not _port_open(self.port) and not _port_open(self.controller_port):
+            if not any(_port_open(p) for p in ports):
                 return
             time.sleep(0.05)
         raise LocalClusterError(
-            f"broker {self.alias} stopped but port {self.port} or {self.controller_port} "
-            "still accepts connections"
+            f"broker {self.alias} node {self.node_id} stopped but one of ports "
+            f"{', '.join(map(str, ports))} still accepts connections"
         )
 
 
@@ -191,23 +224,73 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+@dataclass(frozen=True)
+class NodePlan:
+    """Where one node listens and what it is, decided before any node of its cluster starts:
+    every controller must know every other controller's address."""
+
+    node_id: int
+    roles: str  # "broker,controller" or "broker"
+    port: int
+    controller_port: int  # 0 on a broker-only node
+    link_port: int = 0
+    proxy_port: int = 0
+
+    @staticmethod
+    def pick(node_id: int, roles: str, *, link: bool = False) -> NodePlan:
+        """Free ports for a node (a controller port only when it is a controller)."""
+        taken: set[int] = set()
+
+        def port() -> int:
+            chosen = free_port()
+            while chosen in taken:
+                chosen = free_port()
+            taken.add(chosen)
+            return chosen
+
+        return NodePlan(
+            node_id,
+            roles,
+            port(),
+            port() if "controller" in roles else 0,
+            port() if link else 0,
+            port() if link else 0,
+        )
+
+
 def _server_properties(
-    directory: Path, port: int, controller_port: int, overrides: Mapping[str, str]
+    directory: Path, plan: NodePlan, overrides: Mapping[str, str], voters: str | None
 ) -> dict[str, str]:
+    """`voters` (`id@host:port,...`) names a fixed controller quorum; None makes the node a
+    standalone cluster of its own (the single-node default)."""
     props = dict(_DEFAULTS)
+    listeners = [f"PLAINTEXT://127.0.0.1:{plan.port}"]
+    advertised = [f"PLAINTEXT://127.0.0.1:{plan.port}"]
+    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+    if plan.controller_port:
+        listeners.append(f"CONTROLLER://127.0.0.1:{plan.controller_port}")
+        advertised.append(f"CONTROLLER://127.0.0.1:{plan.controller_port}")
+    if plan.link_port:
+        listeners.append(f"LINK://127.0.0.1:{plan.link_port}")
+        advertised.append(f"LINK://127.0.0.1:{plan.proxy_port}")
+        protocols.append("LINK:PLAINTEXT")
     props.update(
         {
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": (
-                f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
-            ),
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "process.roles": plan.roles,
+            "node.id": str(plan.node_id),
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(directory / "data"),
         }
     )
+    if voters is None:
+        props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{plan.controller_port}"
+    else:
+        props["controller.quorum.voters"] = voters
     # Overrides may refer to the ports chosen here, e.g. a SASL listener on {port}.
     for key, value in overrides.items():
-        props[key] = value.format(port=port, controller_port=controller_port)
+        props[key] = value.format(port=plan.port, controller_port=plan.controller_port)
     return props
 
 
@@ -238,36 +321,73 @@ def start_broker(
     security: str = "plaintext",
     format_args: Sequence[str] = (),
 ) -> BrokerProcess:
-    """Format storage, start the JVM and wait until the broker answers a metadata request
-    from a client configured with `admin` or else `client` (librdkafka settings, e.g. SASL
-    credentials). `format_args` go to Kafka's storage tool (e.g. SCRAM users)."""
+    """Start a single-node cluster: format storage, start the JVM and wait until the broker
+    answers a metadata request from a client configured with `admin` or else `client`
+    (librdkafka settings, e.g. SASL credentials). `format_args` go to Kafka's storage tool
+    (e.g. SCRAM users)."""
+    broker = prepare_node(
+        alias,
+        directory,
+        NodePlan.pick(1, "broker,controller"),
+        overrides or {},
+        cluster_id=None,
+        client=client or {},
+        admin=admin or {},
+        security=security,
+        format_args=format_args,
+    )
+    _launch(broker, heap=heap, timeout=timeout)
+    return broker
+
+
+def prepare_node(
+    alias: str,
+    directory: Path,
+    plan: NodePlan,
+    overrides: Mapping[str, str],
+    *,
+    cluster_id: str | None,
+    voters: str | None = None,
+    client: Mapping[str, str] | None = None,
+    admin: Mapping[str, str] | None = None,
+    security: str = "plaintext",
+    format_args: Sequence[str] = (),
+) -> BrokerProcess:
+    """Write a node's configuration and format its storage (once); nothing is started.
+    `cluster_id` None: a fresh id, for a standalone node; a cluster's nodes share one."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    port, controller_port = free_port(), free_port()
-    while controller_port == port:
-        controller_port = free_port()
-    props = _server_properties(directory, port, controller_port, overrides or {})
+    props = _server_properties(directory, plan, overrides, voters)
     properties_file = directory / "server.properties"
     properties_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     (directory / "log4j2.properties").write_text(_LOG4J2.format(log=directory / "broker.log"))
 
     if not (directory / "data" / "meta.properties").exists():
-        format_storage(alias, directory, properties_file, _cluster_id(), format_args)
-
-    broker = BrokerProcess(
+        standalone = ("--standalone",) if voters is None else ()
+        format_storage(
+            alias,
+            directory,
+            properties_file,
+            cluster_id or _cluster_id(),
+            (*standalone, *format_args),
+        )
+    bootstrap = {"bootstrap.servers": f"127.0.0.1:{plan.port}"}
+    return BrokerProcess(
         alias,
         0,
-        port,
-        controller_port,
+        plan.port,
+        plan.controller_port,
         str(directory),
-        dict(overrides or {}),
+        dict(overrides),
         # bootstrap.servers first, so `clusters.json` holds every setting a client needs.
-        {"bootstrap.servers": f"127.0.0.1:{port}", **(client or {})},
-        {"bootstrap.servers": f"127.0.0.1:{port}", **admin} if admin else {},
+        {**bootstrap, **(client or {})},
+        {**bootstrap, **admin} if admin else {},
         security,
+        plan.node_id,
+        plan.roles,
+        plan.link_port,
+        plan.proxy_port,
     )
-    _launch(broker, heap=heap, timeout=timeout)
-    return broker
 
 
 def format_storage(
@@ -277,7 +397,8 @@ def format_storage(
     cluster_id: str,
     extra_args: Sequence[str] = (),
 ) -> None:
-    """Format a KRaft log directory as a standalone broker+controller of `cluster_id`."""
+    """Format a KRaft log directory for a node of `cluster_id` (`--standalone` in
+    `extra_args` for a single-node cluster's own quorum)."""
     fmt = subprocess.run(
         _java_command(
             directory,
@@ -286,7 +407,6 @@ def format_storage(
             # `=` form: a random id may start with '-', which argparse would take for an option.
             f"--cluster-id={cluster_id}",
             f"--config={properties_file}",
-            "--standalone",
             *extra_args,
             heap="256m",
         ),
@@ -309,6 +429,16 @@ def restart_broker(broker: BrokerProcess, *, heap: str = "512m", timeout: float 
 
 
 def _launch(broker: BrokerProcess, *, heap: str, timeout: float) -> None:
+    process = launch(broker, heap=heap)
+    try:
+        _wait_until_ready(broker, process, timeout)
+    except LocalClusterError:
+        broker.kill()
+        raise
+
+
+def launch(broker: BrokerProcess, *, heap: str) -> subprocess.Popen[bytes]:
+    """Start the node's JVM and return at once (a quorum's nodes start together)."""
     directory = Path(broker.directory)
     with (directory / "stdout.log").open("ab") as out:
         process = subprocess.Popen(
@@ -319,11 +449,8 @@ def _launch(broker: BrokerProcess, *, heap: str, timeout: float) -> None:
             start_new_session=True,  # survives the CLI that started it, and its Ctrl-C
         )
     broker.pid = process.pid
-    try:
-        _wait_until_ready(broker, process, timeout)
-    except LocalClusterError:
-        broker.kill()
-        raise
+    broker.pid_file.write_text(f"{process.pid}\n")
+    return process
 
 
 def _wait_until_ready(
