@@ -28,7 +28,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.pop("LINES", None)
 
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 
 # Property tests draw the same examples on every run, so a suite that passed once passes again
 # (CI never meets a new counterexample by chance). HYPOTHESIS_PROFILE=explore draws new ones.
@@ -83,7 +83,7 @@ TEST_BROKER = {"log.cleaner.backoff.ms": "500"}
 
 
 @pytest.fixture(scope="session")
-def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     """Two independent single-node KRaft clusters, A and B, for the whole session."""
     directory = tmp_path_factory.mktemp("kafka")
     brokers = local.up(["A", "B"], directory, {"A": TEST_BROKER, "B": TEST_BROKER})

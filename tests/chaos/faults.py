@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ferry.local.broker import BrokerProcess, restart_broker
+from ferry.local.cluster import LocalCluster
 
 __all__ = ["FAULTS", "FerryProcess", "restart_after_kill"]
 
@@ -80,7 +80,7 @@ class FerryProcess:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def restart_after_kill(broker: BrokerProcess) -> None:
+def restart_after_kill(broker: LocalCluster) -> None:
     """SIGKILL the broker, then start it again on the same ports and data."""
     broker.kill()
-    restart_broker(broker, timeout=120)
+    broker.restart(timeout=120)

@@ -9,7 +9,7 @@ import pytest
 
 from ferry.local import clusters as local
 from ferry.local import spark as local_spark
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import SASL_ADMIN_CLIENT, SASL_BROKER
 from tests.integration.spark_workers import (
@@ -41,7 +41,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_sp
 
 
 @pytest.fixture(scope="session")
-def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     """Two SASL/PLAIN clusters with an ACL authorizer, S and T, for the whole session, started
     by `ferry local up` from broker overrides alone (and the client settings that reach them).
     Tests share them with fresh topic names, as they share A and B."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 
 # The `ferry` user's password, which ferry itself uses: no output or file of ferry may hold it.
 FERRY_PASSWORD = "ferry-pw-5b1e9d7c"
@@ -49,7 +49,7 @@ def module_clusters(*aliases: str) -> Callable[..., Any]:
     """A module-scoped fixture starting `aliases`: `more = module_clusters("C", "D")`."""
 
     @pytest.fixture(scope="module")
-    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
         directory = tmp_path_factory.mktemp("kafka-" + "".join(aliases).lower())
         brokers = local.up(list(aliases), directory)
         try:

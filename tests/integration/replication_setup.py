@@ -10,13 +10,13 @@ from typing import Any
 from ferry.config import FerryConfig, load_config
 from ferry.engine.runner import FlowProgress, Runner
 from ferry.kafka.provenance import ORIGIN_HEADER
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec
 
 
 def write_config(
     directory: Path,
-    clusters: dict[str, BrokerProcess],
+    clusters: dict[str, LocalCluster],
     *,
     flows: tuple[str, ...] = ("A->B",),
     topics: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.errors import FerryError
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.replication_setup import run_once, write_config
 
 # Spark's own failure to start a Python worker in time; a run that meets it committed what it
@@ -22,7 +22,7 @@ _SPARK_STARTUP = "Python worker failed to connect back"
 
 
 def flow_configs(
-    directory: Path, clusters: dict[str, BrokerProcess], flows: Sequence[str], **settings: Any
+    directory: Path, clusters: dict[str, LocalCluster], flows: Sequence[str], **settings: Any
 ) -> list[Path]:
     """A config per flow (`directory/<flow>/ferry.yaml`), all with one state dir."""
     paths = []

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.extra_clusters import SASL_ADMIN_CLIENT as ADMIN_CLIENT
 from tests.integration.kafka_helpers import Rec, produce, record_count, wait_for
 from tests.integration.replication_setup import run_once, write_config
@@ -61,7 +61,7 @@ def _acls_on(admin: AdminClient, topic: str) -> set[tuple[str, str, str]]:
 
 
 def test_read_and_all_become_read_and_write_is_not_synced(
-    secured_pair: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    secured_pair: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     s, t = secured_pair["S"].bootstrap, secured_pair["T"].bootstrap
     source_admin = AdminClient({**ADMIN_CLIENT, "bootstrap.servers": s})

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.chaos.faults import FerryProcess
 from tests.integration.group_helpers import committed_offsets
 from tests.integration.kafka_helpers import (
@@ -87,7 +87,7 @@ def _caught_up(source: str, target: str, flow_group: str, topic: str) -> bool:
 
 
 def test_each_record_once_in_each_cluster_through_kills_of_either_ferry(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     sides = {"A": a, "B": b}

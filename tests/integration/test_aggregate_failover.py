@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import consume_origins
@@ -94,8 +94,8 @@ def _origins(bootstrap: str, topic: str, partition: int, start: int) -> list[tup
 
 
 def test_a_pattern_group_fails_over_between_aggregates_exactly_on_every_partition(
-    kafka_clusters: dict[str, BrokerProcess],
-    aggregates: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
+    aggregates: dict[str, LocalCluster],
     topic_name: str,
     spark: Any,
     tmp_path: Path,

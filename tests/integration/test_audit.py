@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_offsets
 from tests.integration.replication_setup import run_once, write_config
@@ -44,7 +44,7 @@ def _delete_head(bootstrap: str, topic: str, partition: int, before: int) -> Non
 
 
 def test_audit_reports_each_kind_of_damage_exactly(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, spark: Any, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, spark: Any, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     clean, broken = f"{topic_name}-clean", f"{topic_name}-broken"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.offsets.groups import GroupAdmin
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, record_count
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.topologies]
 
 
 @pytest.fixture(scope="module")
-def cluster_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def cluster_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     directory = tmp_path_factory.mktemp("kafka-c")
     brokers = local.up(["C"], directory)
     try:
@@ -45,8 +45,8 @@ def _audit(config: Path, flow: str) -> dict[str, Any]:
 
 
 def test_a_chain_is_audited_end_to_end_with_in_flight_and_missing_told_apart(
-    kafka_clusters: dict[str, BrokerProcess],
-    cluster_c: BrokerProcess,
+    kafka_clusters: dict[str, LocalCluster],
+    cluster_c: LocalCluster,
     topic_name: str,
     spark: Any,
     tmp_path: Path,

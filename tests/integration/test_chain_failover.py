@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.client import replication_hops, upstream_clusters
 from ferry.kafka.provenance import Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import (
@@ -61,8 +61,8 @@ def _offsets(plan: dict[str, Any]) -> dict[tuple[str, int], int]:
 
 
 def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
-    kafka_clusters: dict[str, BrokerProcess],
-    cluster_c: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
+    cluster_c: dict[str, LocalCluster],
     topic_name: str,
     spark: Any,
     tmp_path: Path,

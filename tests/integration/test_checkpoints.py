@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.group_helpers import commit_group, committed_offsets
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
 from tests.integration.replication_setup import run_once, write_config
@@ -65,7 +65,7 @@ def _of(group: str, records: list[Checkpoint]) -> list[tuple[int, int]]:
 
 
 def test_checkpoints_stay_monotonic_across_restarts(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     group = f"app-{uuid.uuid4().hex[:6]}"
@@ -98,7 +98,7 @@ def test_checkpoints_stay_monotonic_across_restarts(
 
 
 def test_group_sync_skips_active_groups_and_never_rewinds(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     idle, busy = f"idle-{uuid.uuid4().hex[:6]}", f"busy-{uuid.uuid4().hex[:6]}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
 
@@ -53,7 +53,7 @@ def _mapped_archives(root: int) -> set[str]:
 
 
 def test_first_run_writes_the_archive_and_the_next_run_maps_it(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ferry.engine.flow_state import FlowState
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
 from tests.integration.test_control_api import TOKEN, FerryRun, wait_for
@@ -39,7 +39,7 @@ def _chromium() -> str:
 
 @pytest.fixture
 def ferry(
-    kafka_clusters: dict[str, BrokerProcess], tmp_path: Path, topic_name: str
+    kafka_clusters: dict[str, LocalCluster], tmp_path: Path, topic_name: str
 ) -> Iterator[FerryRun]:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.offsets.consumer_timestamps import (
     CONSUMER_TIMESTAMPS_TOPIC,
     ConsumerTimestampsRecorder,
@@ -37,12 +37,12 @@ def _records() -> list[Rec]:
     ]
 
 
-def _config(broker: BrokerProcess) -> dict[str, str]:
+def _config(broker: LocalCluster) -> dict[str, str]:
     return {"bootstrap.servers": broker.bootstrap}
 
 
 @pytest.fixture
-def group_consumer(kafka_clusters: dict[str, BrokerProcess]) -> Iterator[tuple[str, Consumer]]:
+def group_consumer(kafka_clusters: dict[str, LocalCluster]) -> Iterator[tuple[str, Consumer]]:
     group = f"G-{uuid.uuid4().hex[:8]}"
     consumer = Consumer(
         {
@@ -84,7 +84,7 @@ def _last_consumed(messages: list[Message]) -> dict[int, tuple[int, int]]:
 
 
 def _record_30(
-    a: BrokerProcess, topic: str, group_consumer: tuple[str, Consumer], ts_topic: str
+    a: LocalCluster, topic: str, group_consumer: tuple[str, Consumer], ts_topic: str
 ) -> dict[int, tuple[int, int]]:
     """Produce 50 records to `topic` on A; group G consumes 30 and commits through a
     recorder writing to `ts_topic`. Returns the last consumed (offset, timestamp) per partition."""
@@ -118,7 +118,7 @@ def _describe(bootstrap: str, topic: str) -> tuple[int, str]:
 
 
 def test_record_on_a_then_translate_by_timestamp_on_b(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     group_consumer: tuple[str, Consumer],
 ) -> None:
@@ -149,7 +149,7 @@ def test_record_on_a_then_translate_by_timestamp_on_b(
 
 
 def test_mirror_copies_the_timestamps_to_b(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     group_consumer: tuple[str, Consumer],
 ) -> None:
@@ -202,7 +202,7 @@ def test_mirror_copies_the_timestamps_to_b(
 
 
 def test_default_topic_and_missing_topics(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     group_consumer: tuple[str, Consumer],
 ) -> None:

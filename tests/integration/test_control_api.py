@@ -27,7 +27,7 @@ from ferry.config import load_config
 from ferry.control.controller import Controller
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.group_helpers import commit_group
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, record_count
 from tests.integration.kafka_helpers import wait_for as _wait_for
@@ -127,7 +127,7 @@ class FerryRun:
 
 @pytest.fixture(scope="module")
 def ferry(
-    kafka_clusters: dict[str, BrokerProcess], tmp_path_factory: pytest.TempPathFactory
+    kafka_clusters: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FerryRun]:
     directory = tmp_path_factory.mktemp("control-api")
     prefix = f"api-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,7 @@ from ferry.config import load_config
 from ferry.control.controller import Controller
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import (
     Rec,
     create_topic,
@@ -32,7 +32,7 @@ def _records(count: int, tag: str) -> list[Rec]:
 
 @pytest.mark.parametrize("mode", ["leases", pytest.param("batches", marks=pytest.mark.api)])
 def test_a_topic_added_paused_resumed_and_removed_while_ferry_copies(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
     spark: Any,

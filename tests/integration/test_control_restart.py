@@ -16,7 +16,7 @@ from ferry.control.controller import Controller
 from ferry.control.log import recorded_control, recorded_controls
 from ferry.engine.runner import Runner
 from ferry.flows.control import FlowControl
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
 from tests.integration.replication_setup import run_beside, run_once, write_config
 
@@ -26,7 +26,7 @@ def _records(count: int, tag: str) -> list[Rec]:
 
 
 def test_a_topic_added_over_the_api_is_still_copied_after_a_restart(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     base, extra = f"{topic_name}-file", f"{topic_name}-extra"

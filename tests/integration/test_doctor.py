@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import create_topic
 from tests.integration.replication_setup import write_config
 
 
 def test_doctor_flags_one_replica_and_unclean_election_on_the_target(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)

@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from ferry.local import spark as local_spark
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.chaos.audit import Audit, audit, rewinds
 from tests.chaos.faults import FerryProcess
 from tests.chaos.observer import LagMonitor, read_copies, read_source
@@ -183,7 +183,7 @@ def _assert_ran_again(events: Path, killed: str) -> None:
 
 def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
     spark_cluster: local_spark.SparkCluster,
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
 ) -> None:
@@ -219,7 +219,7 @@ def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
 
 def test_at_least_once_through_a_lost_worker_that_comes_back(
     spark_cluster: local_spark.SparkCluster,
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
 ) -> None:

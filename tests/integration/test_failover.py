@@ -26,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.client import remote_consumer_offsets, translate_offsets
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.conftest import TEST_BROKER
 from tests.ferry_cli import run_ferry
 from tests.integration.compaction import read_all_with_gaps, wait_for_compaction
@@ -139,7 +139,7 @@ def _unconsumed(
 
 
 def test_failover_then_failback_is_exact(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     group = f"orders-app-{uuid.uuid4().hex[:6]}"
@@ -182,7 +182,7 @@ def test_failover_then_failback_is_exact(
 
 
 def test_failover_from_checkpoints_when_the_source_is_gone(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     directory = tmp_path / "lost-dc"
     c = local.up(["C"], directory, {"C": TEST_BROKER})["C"]
@@ -207,7 +207,7 @@ def test_failover_from_checkpoints_when_the_source_is_gone(
 
 
 def test_failover_refuses_a_group_with_active_members_on_the_target(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     from confluent_kafka import Consumer
 
@@ -232,7 +232,7 @@ def test_failover_refuses_a_group_with_active_members_on_the_target(
 
 
 def test_failover_by_timestamp_redelivers_only_the_last_record_consumed(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     from confluent_kafka import Consumer
 

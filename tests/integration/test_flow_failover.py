@@ -29,7 +29,7 @@ from ferry.api.app import create_app
 from ferry.config import load_config
 from ferry.control.controller import Controller
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.conftest import TEST_BROKER
 from tests.ferry_cli import FerryResult, run_ferry
 from tests.integration.group_helpers import commit_group, committed_offsets
@@ -94,7 +94,7 @@ def _produce_acked(bootstrap: str, topic: str, partitions: int, per: int) -> dic
 
 @pytest.fixture(scope="module")
 def lost_flow(
-    kafka_clusters: dict[str, BrokerProcess], spark: Any, tmp_path_factory: pytest.TempPathFactory
+    kafka_clusters: dict[str, LocalCluster], spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LostFlow]:
     alias = f"L{uuid.uuid4().hex[:5]}"
     base = f"flow-failover-{uuid.uuid4().hex[:6]}"

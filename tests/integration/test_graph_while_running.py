@@ -18,7 +18,7 @@ import pytest
 from ferry.config.loader import load_config
 from ferry.engine.runner import Runner
 from ferry.kafka.provenance import Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.kafka_helpers import (
     RECENT_MS,
@@ -43,8 +43,8 @@ def _origins(bootstrap: str, topic: str, count: int) -> list[str]:
 
 
 def test_a_topic_that_completes_a_double_route_is_held_back_on_one_hop_only(
-    kafka_clusters: dict[str, BrokerProcess],
-    cluster_c: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
+    cluster_c: dict[str, LocalCluster],
     topic_name: str,
     spark: Any,
     tmp_path: Path,

@@ -11,13 +11,13 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.config.model import ClusterConfig
 from ferry.kafka.group_offsets import read_group_offsets
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.group_helpers import commit_group
 from tests.integration.kafka_helpers import create_topic
 
 
 def test_what_a_group_committed_is_read_by_partition(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
 ) -> None:
     bootstrap = kafka_clusters["A"].bootstrap
     cluster = ClusterConfig(alias="A", bootstrap_servers=bootstrap)

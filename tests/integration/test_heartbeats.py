@@ -9,13 +9,13 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.config import load_config
 from ferry.errors import ReplicationError
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.tasks.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from tests.integration.replication_setup import write_config
 
 
 def test_replication_factor_above_the_broker_count_turns_heartbeats_off_with_the_fix(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     config = load_config(
         write_config(
@@ -42,7 +42,7 @@ def test_replication_factor_above_the_broker_count_turns_heartbeats_off_with_the
 
 
 def test_emitted_heartbeats_land_in_a_single_partition_compacted_topic(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     from confluent_kafka.admin import ConfigResource
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import run_once, write_config
 
@@ -32,7 +32,7 @@ RECORDS = 20
 
 @pytest.fixture(scope="module")
 def copied(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     spark: Any,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> set[str]:

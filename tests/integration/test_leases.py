@@ -23,7 +23,7 @@ from ferry.config import load_config
 from ferry.engine.flow_state import FlowState
 from ferry.engine.runner import Runner
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import (
     Rec,
     create_topic,
@@ -40,7 +40,7 @@ STOP_DEADLINE_S = 150
 HEAD_START = {"ferry.head.start.enabled": "true"}  # write_config turns it off
 
 
-def _config(tmp_path: Path, clusters: dict[str, BrokerProcess], topics: str, **more: Any) -> Path:
+def _config(tmp_path: Path, clusters: dict[str, LocalCluster], topics: str, **more: Any) -> Path:
     settings = {
         "ferry.lease.seconds": 120,  # longer than any test: what happens is mid-lease
         "ferry.commit.interval.ms": COMMIT_MS,
@@ -128,7 +128,7 @@ class SteadyProducer:
 
 
 def test_a_lease_commits_its_position_on_the_target_while_it_runs(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)
@@ -164,7 +164,7 @@ def test_a_lease_commits_its_position_on_the_target_while_it_runs(
 
 
 def test_the_first_lease_gives_a_lagging_partition_a_bin_of_its_own(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 4)
@@ -208,7 +208,7 @@ def _python_workers() -> list[psutil.Process]:
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_a_python_worker_killed_mid_lease_hands_its_lease_to_a_retry(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
     spark: Any,
@@ -254,7 +254,7 @@ def test_a_python_worker_killed_mid_lease_hands_its_lease_to_a_retry(
 
 
 def test_exactly_once_slices_commit_while_the_next_copies_without_a_retry(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 4)
@@ -282,7 +282,7 @@ def test_exactly_once_slices_commit_while_the_next_copies_without_a_retry(
 
 
 def test_topic_and_partition_added_mid_lease_are_copied_without_waiting_for_its_end(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     first, later = f"{topic_name}-first", f"{topic_name}-later"
@@ -307,7 +307,7 @@ def test_topic_and_partition_added_mid_lease_are_copied_without_waiting_for_its_
 
 @pytest.mark.processes
 def test_sigterm_mid_lease_ends_it_commits_and_exits_with_nothing_copied_twice(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)
@@ -345,7 +345,7 @@ def test_sigterm_mid_lease_ends_it_commits_and_exits_with_nothing_copied_twice(
 
 
 def test_leases_hand_over_without_losing_or_repeating_a_record_and_the_gap_is_measured(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)
@@ -370,7 +370,7 @@ def test_leases_hand_over_without_losing_or_repeating_a_record_and_the_gap_is_me
 @pytest.mark.processes
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exactly(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
     spark: Any,
@@ -412,7 +412,7 @@ def test_the_driver_copies_while_spark_starts_and_the_first_lease_takes_over_exa
 
 
 def test_a_once_run_starts_with_the_head_start_and_its_batches_resume_after_it(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)

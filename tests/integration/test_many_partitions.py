@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 
 from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches, submit
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import exact_producer, wait_for
 from tests.integration.replication_setup import run_once, write_config
 
@@ -33,7 +33,7 @@ NAMES = [f"s{i:04d}" for i in range(TOPICS)]
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     """A and B of this module: 10,000 partitions on each, more than the session's brokers
     are sized for."""
     directory = tmp_path_factory.mktemp("kafka-scale")
@@ -118,7 +118,7 @@ def _source_with_backlog(bootstrap: str) -> None:
 
 
 def test_ten_thousand_partitions_copied_by_one_run(
-    pair: dict[str, BrokerProcess], spark: Any, tmp_path: Path
+    pair: dict[str, LocalCluster], spark: Any, tmp_path: Path
 ) -> None:
     a, b = pair["A"].bootstrap, pair["B"].bootstrap
     _source_with_backlog(a)

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from ferry.client import replication_hops, upstream_clusters
 from ferry.config import load_config
 from ferry.engine.runner import Runner
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
 from tests.integration.replication_setup import run_beside, run_once, write_config
@@ -103,7 +103,7 @@ def _status(config: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def heartbeats_topics(kafka_clusters: dict[str, BrokerProcess]) -> Iterator[None]:
+def heartbeats_topics(kafka_clusters: dict[str, LocalCluster]) -> Iterator[None]:
     """`heartbeats` on A is shared by every flow out of A: removed after, so that other tests'
     flows (which copy it whatever their topics) count only their own records."""
     yield
@@ -120,7 +120,7 @@ def heartbeats_topics(kafka_clusters: dict[str, BrokerProcess]) -> Iterator[None
 
 @pytest.mark.usefixtures("heartbeats_topics")
 def test_heartbeats_configs_and_status_follow_the_data_while_running(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     remote = f"A.{topic_name}"

@@ -28,7 +28,7 @@ from ferry.config import FerryConfig, load_config
 from ferry.engine.runner import Runner
 from ferry.errors import KafkaUnavailableError
 from ferry.http.metrics_server import MetricsServer
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.monitor.sampler import KafkaSampler, OffsetPair
 from ferry.monitor.service import MonitorService
 from ferry.monitor.sync_delay import DelayKind
@@ -116,7 +116,7 @@ def _phase(what: str) -> None:
 
 
 def test_an_alert_rises_while_ferry_is_stopped_and_clears_once_it_catches_up(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     remote = f"A.{topic_name}"
@@ -218,7 +218,7 @@ def _commit(bootstrap: str, group: str, offsets: list[tuple[str, int, int]]) -> 
 
 
 def test_the_sampler_reads_log_ends_and_group_offsets_on_both_clusters(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     remote = f"A.{topic_name}"
@@ -259,7 +259,7 @@ def test_the_sampler_reads_log_ends_and_group_offsets_on_both_clusters(
 
 
 def test_an_unreachable_cluster_is_reported_not_fatal(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(kafka_clusters["A"].bootstrap, topic_name, 1)
     path = tmp_path / "ferry.yaml"
@@ -292,7 +292,7 @@ def test_an_unreachable_cluster_is_reported_not_fatal(
 
 
 def test_ferry_monitor_serves_both_endpoints_and_stops_on_sigterm(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     a = kafka_clusters["A"].bootstrap
     create_topic(a, topic_name, 1)

@@ -27,7 +27,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import (
     RECENT_MS,
     Rec,
@@ -88,7 +88,7 @@ def _jvms(pid: int) -> set[int]:
 
 
 def test_the_monitor_audits_each_round_and_reports_a_loss_within_a_deadline(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, spark: Any, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, spark: Any, tmp_path: Path
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, partitions=2)

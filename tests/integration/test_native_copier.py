@@ -19,7 +19,7 @@ from ferry.engine.copy.types import EARLIEST, CopyContext, CopyRange
 from ferry.errors import ReplicationError
 from ferry.kafka.offset_runs import OffsetRun
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_offsets
 from tests.integration.replication_setup import write_config
 
@@ -31,7 +31,7 @@ SOURCE_ID, TARGET_ID = "source-id", "target-id"
 
 @pytest.fixture
 def copier(
-    kafka_clusters: dict[str, BrokerProcess], tmp_path_factory: pytest.TempPathFactory
+    kafka_clusters: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[NativeCopier]:
     from ferry.config import load_config
 
@@ -44,13 +44,13 @@ def copier(
     native.close()
 
 
-def _ctx(clusters: dict[str, BrokerProcess]) -> CopyContext:
+def _ctx(clusters: dict[str, LocalCluster]) -> CopyContext:
     a, b = clusters["A"].bootstrap, clusters["B"].bootstrap
     return CopyContext("A", a, SOURCE_ID, "B", b, TARGET_ID, stall_timeout=20.0)
 
 
 def _setup(
-    clusters: dict[str, BrokerProcess], topic: str, records: list[Rec], **remote: str
+    clusters: dict[str, LocalCluster], topic: str, records: list[Rec], **remote: str
 ) -> None:
     create_topic(clusters["A"].bootstrap, topic, 1)
     create_topic(clusters["B"].bootstrap, f"A.{topic}", 1, **remote)
@@ -62,7 +62,7 @@ def _rec(i: int, headers: tuple[tuple[str, bytes | None], ...] = ()) -> Rec:
 
 
 def test_copies_are_faithful_and_runs_exact(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, copier: NativeCopier
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, copier: NativeCopier
 ) -> None:
     records = [_rec(i, (("h", b"1"), ("h", None)) if i % 2 else ()) for i in range(300)]
     records[7] = Rec(0, None, None, (), NOW_MS)  # a tombstone without key
@@ -87,7 +87,7 @@ def test_copies_are_faithful_and_runs_exact(
 
 
 def test_records_from_the_target_are_skipped_and_foreign_origins_kept(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, copier: NativeCopier
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, copier: NativeCopier
 ) -> None:
     foreign = Origin("third-id", "C", "orders", 3, 42).to_bytes()
     own = Origin(TARGET_ID, "B", "orders", 0, 1).to_bytes()
@@ -105,7 +105,7 @@ def test_records_from_the_target_are_skipped_and_foreign_origins_kept(
 
 
 def test_a_record_too_large_for_the_target_halts_at_its_offset(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, copier: NativeCopier
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, copier: NativeCopier
 ) -> None:
     records = [_rec(i) for i in range(5)]
     records[3] = Rec(0, b"big", b"x" * 30_000, (), NOW_MS)
@@ -125,7 +125,7 @@ def test_a_record_too_large_for_the_target_halts_at_its_offset(
 
 
 def test_records_deleted_by_retention_are_counted_as_expired(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, copier: NativeCopier
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, copier: NativeCopier
 ) -> None:
     _setup(kafka_clusters, topic_name, [_rec(i) for i in range(100)])
     admin = AdminClient({"bootstrap.servers": kafka_clusters["A"].bootstrap})

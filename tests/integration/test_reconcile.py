@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess, restart_broker
+from ferry.local.cluster import LocalCluster
 from tests.conftest import TEST_BROKER
 from tests.ferry_cli import run_ferry
 from tests.integration.group_helpers import commit_group
@@ -40,7 +40,7 @@ POLICIES = ("report", "replay", "divert", "export")
 
 @dataclass
 class Lost:
-    clusters: dict[str, BrokerProcess]
+    clusters: dict[str, LocalCluster]
     base: str  # topics are f"{base}-{policy}"
     copied: set[str]  # ids on B before A was lost
     stranded: dict[str, set[str]]  # per policy: the ids acknowledged after ferry stopped
@@ -128,7 +128,7 @@ def lost(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Lost]
         stranded["identity"] = ids | _produce(a, identity, [f"identity-s{i}" for i in range(6, 9)])
         a_id = cluster_id(a)
         brokers["A"].kill()  # the datacenter is lost
-        restart_broker(brokers["A"], timeout=120)  # and back, with its data
+        brokers["A"].restart(timeout=120)  # and back, with its data
         yield Lost(brokers, base, copied, stranded, aborted, a_id, outage)
     finally:
         for broker in brokers.values():
@@ -137,7 +137,7 @@ def lost(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Lost]
 
 
 def _identity_config(
-    directory: Path, clusters: dict[str, BrokerProcess], topic: str, flow: str
+    directory: Path, clusters: dict[str, LocalCluster], topic: str, flow: str
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     settings = {"replication.policy.class": "identity"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ def _sample(partitions: int) -> list[Rec]:
 
 @pytest.mark.parametrize("alias", ["A", "B"])
 def test_records_round_trip_with_keys_nulls_headers_and_timestamps(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, alias: str
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, alias: str
 ) -> None:
     bootstrap = kafka_clusters[alias].bootstrap
     create_topic(bootstrap, topic_name, partitions=3)
@@ -41,9 +41,7 @@ def test_records_round_trip_with_keys_nulls_headers_and_timestamps(
         assert [r for r in got if r.partition == p] == [r for r in sent if r.partition == p]
 
 
-def test_clusters_are_independent(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str
-) -> None:
+def test_clusters_are_independent(kafka_clusters: dict[str, LocalCluster], topic_name: str) -> None:
     from confluent_kafka.admin import AdminClient
 
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap

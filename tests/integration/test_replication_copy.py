@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ferry.engine.copy.native_loop import native_module
 from ferry.kafka.offset_runs import OffsetSyncRecord
 from ferry.kafka.provenance import Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.compaction import has_gap, read_all_with_gaps, wait_for_compaction
 from tests.integration.kafka_helpers import (
     Rec,
@@ -55,7 +55,7 @@ NATIVE = pytest.param(
 
 @pytest.mark.parametrize("copier", [NATIVE, "python"])
 def test_three_topics_copied_record_for_record(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
     spark: Any,
@@ -90,7 +90,7 @@ def test_three_topics_copied_record_for_record(
 
 
 def test_offset_runs_map_every_copied_offset(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)
@@ -127,7 +127,7 @@ def _read_runs(bootstrap: str, runs_topic: str, topic: str) -> dict[int, list[An
 
 
 def test_aborted_transactions_are_not_copied(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)
@@ -155,7 +155,7 @@ def test_aborted_transactions_are_not_copied(
 
 
 def test_compacted_topic_with_gaps_and_an_empty_partition(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from ferry.errors import ReplicationError
 from ferry.kafka.provenance import Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import (
     Rec,
@@ -48,7 +48,7 @@ def _start_ferry(*args: str, log: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.processes
 def test_sigkill_mid_copy_then_restart_loses_nothing(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     total = 100_000
@@ -97,7 +97,7 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(
 
 
 def test_record_too_large_for_target_halts_then_rerun_completes(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)
@@ -141,7 +141,7 @@ def test_record_too_large_for_target_halts_then_rerun_completes(
 
 @pytest.mark.processes
 def test_unreachable_target_is_reported_and_retried(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
 ) -> None:
     unreachable = {"A": kafka_clusters["A"], "B": _Closed()}
     config = write_config(tmp_path, unreachable, topics=topic_name)  # type: ignore[arg-type]
@@ -171,7 +171,7 @@ class _Closed:
 
 
 def test_remote_topic_that_cannot_be_created_stops_the_flow_with_the_fix(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)
@@ -190,7 +190,7 @@ def test_remote_topic_that_cannot_be_created_stops_the_flow_with_the_fix(
 
 @pytest.mark.processes
 def test_sigterm_stops_after_the_current_batch_and_exits_zero(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ferry.config import load_config
 from ferry.engine.runner import Runner
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import (
     Rec,
     create_topic,
@@ -20,7 +20,7 @@ from tests.integration.replication_setup import run_beside, run_once, write_conf
 
 
 def test_topic_created_while_running_is_replicated_within_the_refresh_interval(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     first, later = f"{topic_name}-first", f"{topic_name}-later"
@@ -46,7 +46,7 @@ def test_topic_created_while_running_is_replicated_within_the_refresh_interval(
 
 
 def test_identity_policy_active_active_copies_each_record_once_without_loops(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     for bootstrap in (a, b):
@@ -78,7 +78,7 @@ def test_identity_policy_active_active_copies_each_record_once_without_loops(
 
 
 def test_source_partitions_added_later_are_added_on_the_target_and_copied(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     from confluent_kafka.admin import AdminClient, NewPartitions
 
@@ -99,7 +99,7 @@ def test_source_partitions_added_later_are_added_on_the_target_and_copied(
 
 
 def test_source_topic_deleted_and_recreated_is_copied_again_from_its_start(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     from confluent_kafka.admin import AdminClient
 

@@ -31,7 +31,7 @@ from ferry.engine.rpo_watch import INTERVAL_SECONDS, RpoWatch, read_rpo
 from ferry.engine.runner import Runner
 from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.monitor.service import MonitorService
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
@@ -113,7 +113,7 @@ def _aborted(bootstrap: str, topic: str, partition: int, stamp_ms: int) -> None:
 
 
 def test_rpo_rises_while_ferry_is_stopped_and_returns_to_zero_once_it_copies(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a = kafka_clusters["A"].bootstrap
     create_topic(a, topic_name, PARTITIONS)
@@ -219,7 +219,7 @@ def test_rpo_rises_while_ferry_is_stopped_and_returns_to_zero_once_it_copies(
 
 
 def test_ferry_runs_own_metrics_serve_the_rpo_of_each_partition(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a = kafka_clusters["A"].bootstrap
     create_topic(a, topic_name, 2)

@@ -21,7 +21,7 @@ from ferry.config.model import ClusterConfig
 from ferry.kafka.admin_batches import batches
 from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 from ferry.local import clusters as local
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.ops.status import RPO_READ_SECONDS
 from tests.integration.kafka_helpers import exact_producer, wait_for
 
@@ -33,7 +33,7 @@ NAMES = [f"r{i:04d}" for i in range(TOPICS)]
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     directory = tmp_path_factory.mktemp("kafka-rpo-scale")
     brokers = local.up(["A"], directory, heap="1g")
     try:
@@ -81,7 +81,7 @@ def _one_record_per_partition(bootstrap: str, stamp_ms: int) -> None:
     wait_for(delivered, 180, "a record in every partition of A")
 
 
-def test_ten_thousand_lagging_partitions_are_read_within_the_bound(source: BrokerProcess) -> None:
+def test_ten_thousand_lagging_partitions_are_read_within_the_bound(source: LocalCluster) -> None:
     stamp_ms = int(time.time() * 1000) - 60_000
     _one_record_per_partition(source.bootstrap, stamp_ms)
     cluster = ClusterConfig(alias="A", bootstrap_servers=source.bootstrap)

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.config import load_config
 from ferry.engine.runner import Runner
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
 from tests.integration.replication_setup import run_beside, write_config
 
@@ -27,7 +27,7 @@ def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_metrics_count_acked_records_latency_and_lag_per_partition(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 2)

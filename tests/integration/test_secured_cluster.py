@@ -26,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.config import load_config
 from ferry.kafka import clients
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry, run_ferry_process
 from tests.integration.extra_clusters import FERRY_PASSWORD, SASL_ADMIN_CLIENT
 
@@ -36,7 +36,7 @@ ADMIN_CLIENT = SASL_ADMIN_CLIENT
 
 
 @pytest.fixture
-def secured(secured_pair: dict[str, BrokerProcess]) -> str:
+def secured(secured_pair: dict[str, LocalCluster]) -> str:
     """Cluster S of the session's SASL pair (started by `ferry local up --set ... --client`)."""
     return secured_pair["S"].bootstrap
 

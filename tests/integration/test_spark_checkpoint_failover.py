@@ -34,7 +34,7 @@ from confluent_kafka import Producer
 
 from ferry.client import fail_over_spark_checkpoint
 from ferry.engine.spark.checkpoint_files import HadoopStorage
-from ferry.local.broker import BrokerProcess, restart_broker
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.kafka_helpers import create_topic, read_all, record_count, wait_for
@@ -150,8 +150,8 @@ def crash(checkpoint: Path, output: Path, batch: int, *, sink_committed: bool) -
 def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_once(
     sink_committed: bool,
     planned: str,
-    private: dict[str, BrokerProcess],
-    kafka_clusters: dict[str, BrokerProcess],
+    private: dict[str, LocalCluster],
+    kafka_clusters: dict[str, LocalCluster],
     spark: Any,
     tmp_path: Path,
 ) -> None:
@@ -230,7 +230,7 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
 
     # Failback: P is back; the client library moves the checkpoint to P, once through
     # Hadoop's FileSystem (as for a checkpoint on HDFS or S3), once by plain file I/O.
-    restart_broker(p_broker)
+    p_broker.restart()
     where = HadoopStorage(spark, checkpoint.as_uri()) if sink_committed else checkpoint
     back = fail_over_spark_checkpoint(config, where, "B", "P")
     assert (checkpoint / back.backup / f"offsets/{back.committed}").is_file()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ferry.local import spark as local_spark
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count
 from tests.integration.replication_setup import write_config
 from tests.integration.spark_workers import executors_in_status, hidden, tasks_by_executor
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 def test_a_flow_runs_on_workers_without_ferry_from_the_shipped_environment(
     spark_cluster: local_spark.SparkCluster,
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce
 from tests.integration.replication_setup import run_once, write_config
@@ -21,7 +21,7 @@ NOW_MS = int(time.time() * 1000)
 
 @pytest.mark.parametrize("mode", ["disabled", "enabled"])
 def test_status_on_another_machine_shows_the_replicated_position_and_no_lag(
-    kafka_clusters: dict[str, BrokerProcess],
+    kafka_clusters: dict[str, LocalCluster],
     topic_name: str,
     tmp_path: Path,
     spark: Any,
@@ -54,7 +54,7 @@ def test_status_on_another_machine_shows_the_replicated_position_and_no_lag(
 
 
 def test_status_exits_non_zero_naming_a_cluster_that_does_not_answer(
-    kafka_clusters: dict[str, BrokerProcess], tmp_path: Path
+    kafka_clusters: dict[str, LocalCluster], tmp_path: Path
 ) -> None:
     config = tmp_path / "mm2.properties"
     config.write_text(

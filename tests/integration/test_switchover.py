@@ -52,7 +52,7 @@ from ferry.errors import FerryError
 from ferry.flows.control import FlowControl
 from ferry.flows.switchover import SwitchoverRecord
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from ferry.service.run import FerryRun, RunOptions
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import FERRY_PASSWORD, SASL_ADMIN_CLIENT
@@ -226,7 +226,7 @@ def _run_beside(run: FerryRun, actions: Any) -> None:
 
 
 def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_switches_back(
-    secured_pair: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    secured_pair: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     s, t = secured_pair["S"].bootstrap, secured_pair["T"].bootstrap
     topic, group = topic_name, f"{topic_name}-app"
@@ -370,7 +370,7 @@ def test_a_switchover_fences_the_writer_loses_nothing_reverses_the_flow_and_swit
 
 
 def test_without_an_authorizer_it_is_refused_unless_the_writers_are_stopped(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a = kafka_clusters["A"].bootstrap
     create_topic(a, topic_name, PARTITIONS)

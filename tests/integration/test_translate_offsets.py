@@ -27,7 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.client import Translated, translate_stored_offsets
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
-from ferry.local.broker import BrokerProcess
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.compaction import wait_for_compaction
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
@@ -112,7 +112,7 @@ def _first_at_or_after(held: dict[int, Record], offset: int) -> int:
 
 
 def test_stored_offsets_point_at_the_copy_of_the_first_record_at_or_after_them(
-    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     compacted = {

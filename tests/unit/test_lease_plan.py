@@ -93,6 +93,7 @@ def test_every_partition_is_in_exactly_one_bin_copied_from_the_position_with_no_
         "source_cluster_id": "src-id",
         "target_cluster_id": "dst-id",
         "log_end": 42,
+        "topic_id": "",
     }
     other = next(r for r in rows if r["topic"] == "small")
     assert other["max_message_bytes"] == 1048588 and other["log_end"] == -1

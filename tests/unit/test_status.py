@@ -53,10 +53,13 @@ def test_json_shape() -> None:
                 "replicated": 5,
                 "lag": 1,
                 "rpo_seconds": None,
+                "lost": 0,
+                "lost_offsets": "",
             }
         ],
         "errors": [],
         "executors": {},
         "spark_ui": None,
         "rpo_seconds": None,
+        "lost": 0,
     }
