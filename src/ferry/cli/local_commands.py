@@ -4,12 +4,13 @@ trying ferry."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ferry.cli.common import DirOption
+from ferry.cli.common import DirOption, JsonOption
 from ferry.terminal.console import err, out, styled
 
 __all__ = ["demo", "local_app"]
@@ -51,9 +52,31 @@ def local_up(
             "brokers, e.g. SASL credentials; used to check they answer. Repeatable.",
         ),
     ] = None,
-    heap: Annotated[str, typer.Option(help="JVM heap per broker")] = "512m",
+    heap: Annotated[
+        str,
+        typer.Option(
+            help="JVM heap per node; 1g holds about 10,000 partition replicas per node "
+            "(1,000 topics x 10 partitions at RF 3 on 3 nodes), 512m ran out of heap there"
+        ),
+    ] = "1g",
+    brokers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Nodes per cluster. From 3 on: a 3-node controller quorum and internal and "
+            "new topics at replication factor 3 with min.insync.replicas 2",
+        ),
+    ] = 1,
+    link_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--link-proxy",
+            help="Put a link proxy in front of each cluster (its nodes advertise the proxy's "
+            "ports on a LINK listener): `ferry local link` cuts, black-holes or delays it",
+        ),
+    ] = False,
 ) -> None:
-    """Start one single-node Kafka cluster per alias and wait until each answers."""
+    """Start one Kafka cluster (of --brokers nodes) per alias and wait until each answers."""
     from ferry.errors import LocalClusterError
     from ferry.local import clusters as local
     from ferry.local.security import MODES
@@ -70,6 +93,8 @@ def local_up(
         heap=heap,
         clients=clients,
         security=security,  # type: ignore[arg-type]  # checked against MODES above
+        brokers=brokers,
+        link=link_proxy,
     )
     state_file = Path(directory or local.default_dir()) / local.STATE_FILE
     if as_json:
@@ -78,8 +103,11 @@ def local_up(
         else:
             print(json.dumps({alias: b.client_settings for alias, b in started.items()}))
         return
-    for alias, broker in started.items():
-        out.print(styled("cluster ", (alias, "bold"), f": {broker.bootstrap}  (pid {broker.pid})"))
+    for alias, cluster in started.items():
+        pids = ", ".join(str(node.pid) for node in cluster.nodes)
+        out.print(styled("cluster ", (alias, "bold"), f": {cluster.bootstrap}  (pid {pids})"))
+        if cluster.link:
+            out.print(f"  through its link proxy: {cluster.link_bootstrap}")
     if security != "plaintext":
         out.print(
             f"security {security}: principal 'ferry' (the ACLs of a source and a target) and "
@@ -98,6 +126,115 @@ def local_down(
 
     stopped = local.down(directory, keep_data=keep_data)
     out.print(f"stopped: {', '.join(stopped)}" if stopped else "no running local clusters")
+
+
+@local_app.command("nodes")
+def local_nodes(directory: DirOption = None, as_json: JsonOption = False) -> None:
+    """Every node of the clusters `ferry local up` started in DIR: cluster, node id, pid,
+    listener, roles, and whether it runs."""
+    from ferry.local import clusters as local
+
+    rows = []
+    for alias, cluster in local.read_state(directory or local.default_dir()).items():
+        for node in cluster.nodes:
+            row: dict[str, object] = {
+                "cluster": alias,
+                "node": node.node_id,
+                "pid": node.pid if node.is_running() else None,
+                "listener": node.bootstrap,
+                "roles": node.roles.split(","),
+                "alive": node.is_running(),
+            }
+            if node.proxy_port:
+                row["link_listener"] = f"127.0.0.1:{node.proxy_port}"
+            rows.append(row)
+    if as_json:
+        print(json.dumps(rows))
+        return
+    if not rows:
+        out.print("no local clusters")
+    for row in rows:
+        state = f"pid {row['pid']}" if row["alive"] else "DOWN"
+        roles = "+".join(row["roles"])  # type: ignore[arg-type]  # a list, built above
+        out.print(f"{row['cluster']} node {row['node']}  {row['listener']}  {roles}  {state}")
+
+
+_SIGNALS = {
+    "KILL": signal.SIGKILL,
+    "TERM": signal.SIGTERM,
+    "STOP": signal.SIGSTOP,
+    "CONT": signal.SIGCONT,
+}
+
+
+@local_app.command("kill")
+def local_kill(
+    cluster: Annotated[str, typer.Option(help="Cluster alias")],
+    node: Annotated[int, typer.Option(help="Node id (see ferry local nodes)")],
+    sig: Annotated[
+        str,
+        typer.Option(
+            "--signal",
+            help="KILL (a crash), TERM (a clean shutdown), STOP (a frozen node: a GC pause, "
+            "a suspended VM) or CONT (wake a stopped node)",
+        ),
+    ] = "KILL",
+    directory: DirOption = None,
+) -> None:
+    """Signal one node of a local cluster, to rehearse a failure."""
+    from ferry.errors import LocalClusterError
+    from ferry.local import clusters as local
+
+    if sig.upper() not in _SIGNALS:
+        raise LocalClusterError(f"--signal '{sig}' is not one of {', '.join(_SIGNALS)}")
+    local.kill_node(directory, cluster, node, _SIGNALS[sig.upper()])
+    out.print(f"cluster {cluster} node {node}: sent SIG{sig.upper()}")
+
+
+@local_app.command("start")
+def local_start(
+    cluster: Annotated[str, typer.Option(help="Cluster alias")],
+    node: Annotated[int, typer.Option(help="Node id (see ferry local nodes)")],
+    directory: DirOption = None,
+    heap: Annotated[str, typer.Option(help="JVM heap of the node")] = "1g",
+) -> None:
+    """Start a killed or stopped node again on its ports and data; waits until it serves."""
+    from ferry.local import clusters as local
+
+    started = local.start_node(directory, cluster, node, heap=heap)
+    out.print(f"cluster {cluster} node {node}: pid {started.node(node).pid}")
+
+
+@local_app.command("link")
+def local_link(
+    cluster: Annotated[str, typer.Option(help="Cluster alias (started with --link-proxy)")],
+    action: Annotated[
+        str,
+        typer.Argument(
+            help="cut (reset every connection, refuse new ones), blackhole (no reset: bytes "
+            "stop, as a dead link), delay (add --ms each way), restore, or status"
+        ),
+    ],
+    ms: Annotated[float, typer.Option(help="Delay each way, for `delay`")] = 0.0,
+    directory: DirOption = None,
+) -> None:
+    """Cut, black-hole, delay or restore the link to one local cluster."""
+    from ferry.errors import LocalClusterError
+    from ferry.local import clusters as local
+
+    actions = {
+        "cut": "cut",
+        "blackhole": "blackhole",
+        "delay": "open",
+        "restore": "restore",
+        "status": "status",
+    }
+    if action not in actions:
+        raise LocalClusterError(f"link action '{action}' is not one of {', '.join(actions)}")
+    answer = local.link_command(
+        directory, cluster, actions[action], ms if action == "delay" else None
+    )
+    print(json.dumps(answer))
 
 
 @local_app.command("provision")

@@ -27,6 +27,7 @@ __all__ = [
     "default_dir",
     "down",
     "kill_node",
+    "link_command",
     "parse_cluster_settings",
     "read_state",
     "start_node",
@@ -290,3 +291,19 @@ def start_node(
     state[alias].start_node(node_id, heap=heap)
     write_state(directory, state)
     return state[alias]
+
+
+def link_command(
+    directory: Path | None, alias: str, command: str, delay_ms: float | None = None
+) -> dict[str, object]:
+    """Send `command` (open, cut, blackhole, restore, status) to the cluster's link proxy."""
+    from ferry.local.link_proxy import LinkProcessHandle
+
+    directory, state = _cluster(directory, alias)
+    cluster = state[alias]
+    if not cluster.link:
+        raise LocalClusterError(
+            f"cluster {alias} in {directory} has no link proxy; start it with "
+            "ferry local up --link-proxy"
+        )
+    return LinkProcessHandle.from_json(cluster.link).command(command, delay_ms)

@@ -1,0 +1,490 @@
+"""The fault suite's harness: two 3-node clusters behind link proxies, ferry copying between
+them in both delivery modes, steady traffic with record ids, the target read and judged.
+
+Two `ferry run` processes copy A to B for the whole session, one per delivery mode: the
+exactly-once flow `A->B` copies topics `eos-*`, the at-least-once flow `S->T` (the same two
+clusters under other aliases, so the flows keep apart every name they own on the clusters)
+copies `alos-*`. ferry reaches both clusters through their link proxies, as a replicator
+across datacenters does; the test's own producers and readers do not. A test creates its
+topics (found by ferry within `refresh.topics.interval.seconds`), starts traffic into both,
+does its fault, and hands the records to the one checker (`tests/faults/invariants.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ferry.kafka.log import quiet
+from ferry.kafka.provenance import ORIGIN_HEADER
+from ferry.local import clusters as local
+from ferry.local.cluster import LocalCluster
+from tests.chaos.faults import FerryProcess
+from tests.faults.invariants import Copy, Mode, Verdict, check
+
+MODES: dict[Mode, tuple[str, str, str]] = {
+    # mode: (flow's source alias, target alias, topic prefix)
+    "exactly-once": ("A", "B", "eos-"),
+    "at-least-once": ("S", "T", "alos-"),
+}
+PARTITIONS = 3
+RESULTS = Path("artifacts/faults/results.jsonl")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:
+    """Poll `condition` until it holds; fail naming `what` did not happen."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
+        time.sleep(poll)
+
+
+def write_flow_config(
+    directory: Path, clusters: dict[str, LocalCluster], mode: Mode, **extra: Any
+) -> Path:
+    """ferry.yaml of one mode's flow, through the link proxies, RF 3."""
+    source, target, prefix = MODES[mode]
+    directory.mkdir(parents=True, exist_ok=True)
+    values: dict[str, Any] = {
+        "topics": f"{prefix}.*",
+        "exactly.once.source.support": "enabled" if mode == "exactly-once" else "disabled",
+        "replication.factor": 3,
+        "offset-syncs.topic.replication.factor": 3,
+        "checkpoints.topic.replication.factor": 3,
+        "heartbeats.topic.replication.factor": 3,
+        "emit.heartbeats.enabled": "false",
+        "refresh.topics.interval.seconds": 2,
+        "refresh.groups.interval.seconds": 2,
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": 2,
+        "emit.checkpoints.interval.seconds": 2,
+        "groups": f"{prefix}.*",
+        "ferry.head.start.enabled": "false",
+        "ferry.state.dir": directory / "state",
+        **extra,
+    }
+    lines = [
+        "clusters:",
+        f"  {source}: {{bootstrap.servers: '{clusters['A'].link_bootstrap}'}}",
+        f"  {target}: {{bootstrap.servers: '{clusters['B'].link_bootstrap}'}}",
+        f"{source}->{target}.enabled: true",
+        *(f"{key}: '{value}'" for key, value in values.items()),
+    ]
+    path = directory / "ferry.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class Traffic:
+    """A steady producer (acks=all, idempotent) writing record ids into one source topic; every
+    delivery report kept: acknowledged (partition, offset, id) or indefinite (no answer)."""
+
+    bootstrap: str
+    topic: str
+    rate: float = 150.0
+    acknowledged: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    indefinite: set[str] = field(default_factory=set)
+    sent: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Traffic:
+        self._thread = threading.Thread(target=self._run, name=f"traffic-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 240.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            assert not self._thread.is_alive(), f"producer of {self.topic} did not flush"
+
+    @property
+    def acked(self) -> int:
+        with self._lock:
+            return sum(map(len, self.acknowledged.values()))
+
+    def ends(self) -> dict[int, int]:
+        """Per partition, one past the highest acknowledged offset."""
+        with self._lock:
+            return {p: max(o for o, _ in recs) + 1 for p, recs in self.acknowledged.items() if recs}
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        record_id = msg.key().decode()
+        with self._lock:
+            if err is not None:
+                self.indefinite.add(record_id)
+            else:
+                self.acknowledged.setdefault(msg.partition(), []).append((msg.offset(), record_id))
+
+    def _run(self) -> None:
+        producer = Producer(
+            quiet(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    # Long: a partition without a leader or below min.insync.replicas keeps
+                    # its records queued until it is writable again, as a real app would.
+                    "message.timeout.ms": 300_000,
+                    "on_delivery": self._on_delivery,
+                }
+            )
+        )
+        began = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - began) * self.rate) - self.sent
+            for _ in range(max(0, min(due, 1000))):
+                record_id = f"{self.topic}-{self.sent}"
+                try:
+                    producer.produce(
+                        self.topic,
+                        key=record_id.encode(),
+                        value=b"v" * 100,
+                        partition=self.sent % PARTITIONS,
+                    )
+                except BufferError:
+                    break
+                self.sent += 1
+            producer.poll(0.02)
+        deadline = time.monotonic() + 200
+        while producer.flush(1.0) > 0 and time.monotonic() < deadline:
+            pass
+
+
+def create_topics(bootstrap: str, *names: str, **config: str) -> None:
+    admin = AdminClient(quiet({"bootstrap.servers": bootstrap}))
+    futures = admin.create_topics(
+        [
+            NewTopic(name, PARTITIONS, 3, config={"min.insync.replicas": "2", **config})
+            for name in names
+        ]
+    )
+    for future in futures.values():
+        future.result(60)
+
+
+def read_copies(bootstrap: str, topic: str, committed: bool = True) -> dict[int, list[Copy]]:
+    """Every copy in `topic` on the target, per partition in log order, read_committed (or
+    read_uncommitted), with its id, origin and own offset."""
+    consumer = Consumer(
+        quiet(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"fault-reader-{time.monotonic_ns()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed" if committed else "read_uncommitted",
+                "enable.partition.eof": True,
+            }
+        )
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+        partitions = sorted(metadata.partitions)
+        ends = {}
+        for p in partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        copies: dict[int, list[Copy]] = {p: [] for p in partitions}
+        done = {p for p in partitions if ends[p] == 0}
+        deadline = time.monotonic() + 120
+        while len(done) < len(partitions):
+            assert time.monotonic() < deadline, f"reading {topic} on the target did not end"
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    done.add(msg.partition())
+                    continue
+                raise AssertionError(f"reading {topic}: {msg.error()}")
+            origin = dict(msg.headers() or [])[ORIGIN_HEADER]
+            copies[msg.partition()].append(
+                Copy.from_origin(msg.key().decode(), origin, msg.offset())
+            )
+        return copies
+    finally:
+        consumer.close()
+
+
+@dataclass
+class Tail:
+    """A read_committed reader following one remote topic on the target: the ids it has seen
+    (what a consumer on B could read by now)."""
+
+    bootstrap: str
+    topic: str
+    seen: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Tail:
+        self._thread = threading.Thread(target=self._run, name=f"tail-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def unseen(self, ids: set[str]) -> int:
+        with self._lock:
+            return len(ids - self.seen)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.seen)
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            quiet(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": f"fault-tail-{time.monotonic_ns()}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "auto.offset.reset": "earliest",
+                    "topic.metadata.refresh.interval.ms": 2000,
+                }
+            )
+        )
+        try:
+            consumer.subscribe([self.topic])
+            while not self._stop.is_set():
+                for msg in consumer.consume(500, 0.5):
+                    if msg.error() is None and msg.key() is not None:
+                        with self._lock:
+                            self.seen.add(msg.key().decode())
+        finally:
+            consumer.close()
+
+
+@dataclass
+class FlowRun:
+    """One mode's session `ferry run` and its config."""
+
+    mode: Mode
+    config: Path
+    process: FerryProcess
+
+    @property
+    def prefix(self) -> str:
+        return MODES[self.mode][2]
+
+    @property
+    def remote_prefix(self) -> str:
+        return f"{MODES[self.mode][0]}."
+
+    def ensure_running(self) -> None:
+        if not self.process.alive():
+            self.process.start()
+
+
+@dataclass
+class FaultCase:
+    """One fault's traffic in both modes and its verdicts."""
+
+    name: str
+    directory: Path  # the clusters' `ferry local` directory
+    runs: dict[Mode, FlowRun]
+    traffic: dict[Mode, Traffic] = field(default_factory=dict)
+    tails: dict[Mode, Tail] = field(default_factory=dict)
+    healed_at: float | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def clusters(self) -> dict[str, LocalCluster]:
+        return local.read_state(self.directory)
+
+    def kill(self, alias: str, node: int, sig: signal.Signals = signal.SIGKILL) -> None:
+        local.kill_node(self.directory, alias, node, sig)
+
+    def start(self, alias: str, node: int) -> None:
+        local.start_node(self.directory, alias, node)
+
+    def link(self, alias: str, command: str) -> dict[str, object]:
+        return local.link_command(self.directory, alias, command)
+
+    def under_replicated(self, alias: str) -> int:
+        """Partitions of the cluster whose ISR is smaller than their replicas."""
+        admin = AdminClient(quiet({"bootstrap.servers": self.clusters[alias].bootstrap}))
+        topics = admin.list_topics(timeout=30).topics.values()
+        return sum(
+            1 for t in topics for p in t.partitions.values() if len(p.isrs) < len(p.replicas)
+        )
+
+    def status(self, mode: Mode) -> str:
+        """`ferry status` of the mode's flow, as an operator would run it (output and errors)."""
+        import subprocess
+        import sys
+
+        result = subprocess.run(
+            [sys.executable, "-m", "ferry", "status", "-c", str(self.runs[mode].config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return result.stdout + result.stderr
+
+    def topic(self, mode: Mode) -> str:
+        return f"{self.runs[mode].prefix}{self.name}"
+
+    def remote(self, mode: Mode) -> str:
+        return f"{self.runs[mode].remote_prefix}{self.topic(mode)}"
+
+    def start_traffic(self, rate: float = 150.0) -> None:
+        a = self.clusters["A"].bootstrap
+        create_topics(a, *(self.topic(m) for m in self.runs))
+        for mode in self.runs:
+            self.traffic[mode] = Traffic(a, self.topic(mode), rate).start()
+            self.tails[mode] = Tail(self.clusters["B"].bootstrap, self.remote(mode)).start()
+
+    def copied(self, mode: Mode) -> int:
+        """Distinct records of the mode's topic a read_committed reader of B has seen."""
+        return self.tails[mode].count()
+
+    def stop(self) -> None:
+        for traffic in self.traffic.values():
+            traffic.stop()
+        for tail in self.tails.values():
+            tail.stop()
+
+    def await_copies(self, at_least: int = 200, timeout: float = 180.0) -> None:
+        """Both flows copy `at_least` more records than they have now."""
+        for mode in self.runs:
+            base = self.copied(mode)
+            wait_for(
+                lambda m=mode, b=base: self.copied(m) >= b + at_least,  # type: ignore[misc]
+                timeout,
+                f"{mode} flow copying {at_least} more records of {self.topic(mode)}",
+                poll=1.0,
+            )
+
+    def healed(self) -> None:
+        self.healed_at = time.monotonic()
+
+    def finish(self, catch_up_bound: float = 240.0) -> dict[Mode, Verdict]:
+        """Stop the traffic, wait until every acknowledged record is copied (the unseen count
+        reaches 0 within `catch_up_bound` of the heal), then judge each mode."""
+        for traffic in self.traffic.values():
+            traffic.stop()
+        healed = self.healed_at or time.monotonic()
+        verdicts: dict[Mode, Verdict] = {}
+        recovery: dict[Mode, float] = {}
+        for mode, traffic in self.traffic.items():
+            want = {i for recs in traffic.acknowledged.values() for _, i in recs}
+            tail = self.tails[mode]
+            left = max(1.0, healed + catch_up_bound - time.monotonic())
+            wait_for(
+                lambda t=tail, w=want: t.unseen(w) == 0,  # type: ignore[misc]
+                left,
+                f"{mode}: every one of {len(want)} acknowledged records of {self.topic(mode)} "
+                f"readable on B ({tail.unseen(want)} unseen; bound {catch_up_bound:.0f}s after "
+                "the fault healed)",
+                poll=0.5,
+            )
+            recovery[mode] = time.monotonic() - healed
+            copies = read_copies(self.clusters["B"].bootstrap, self.remote(mode))
+            verdicts[mode] = check(
+                {p: list(r) for p, r in traffic.acknowledged.items()},
+                (),
+                copies,
+                mode,
+                indefinite=traffic.indefinite,
+            )
+        for tail in self.tails.values():
+            tail.stop()
+        record(self.name, verdicts, recovery)
+        return verdicts
+
+
+def record(name: str, verdicts: dict[Mode, Verdict], recovery: dict[Mode, float]) -> None:
+    """One line per fault and mode for the docs' results table (scripts/fault_table.py)."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as out:
+        for mode, verdict in verdicts.items():
+            row = {
+                "fault": name,
+                "mode": mode,
+                **verdict.to_row(),
+                "recovery_seconds": round(recovery[mode], 1),
+                "ok": verdict.ok(),
+            }
+            out.write(json.dumps(row) + "\n")
+
+
+def assert_exact(verdicts: dict[Mode, Verdict]) -> None:
+    failures = [v.describe() for v in verdicts.values() if not v.ok()]
+    assert not failures, "\n".join(failures)
+
+
+def leader_of(cluster: LocalCluster, topic: str, partition: int = 0) -> int:
+    admin = AdminClient(quiet({"bootstrap.servers": cluster.bootstrap}))
+    return int(admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader)
+
+
+def nodes_up(cluster: LocalCluster) -> Iterator[int]:
+    return (n.node_id for n in cluster.nodes if n.is_running())
+
+
+def java_hash(text: str) -> int:
+    """Java's String.hashCode, as Kafka places a transactional id or group on a coordinator."""
+    h = 0
+    for char in text.encode("utf-16-be").decode("utf-16-be"):
+        h = (31 * h + ord(char)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_of(cluster: LocalCluster, key: str, internal_topic: str) -> int:
+    """The broker coordinating `key` (a transactional id in `__transaction_state`, a group in
+    `__consumer_offsets`): the leader of the partition Kafka hashes it to."""
+    admin = AdminClient(quiet({"bootstrap.servers": cluster.bootstrap}))
+    partitions = admin.list_topics(internal_topic, timeout=30).topics[internal_topic].partitions
+    index = (java_hash(key) & 0x7FFFFFFF) % len(partitions)
+    return int(partitions[index].leader)
+
+
+def active_controller(cluster: LocalCluster) -> int:
+    """The quorum's leader, as Kafka's own metadata-quorum tool reports it."""
+    import subprocess
+
+    from ferry.local.distribution import kafka_classpath
+
+    result = subprocess.run(
+        [
+            "java",
+            "-Xmx128m",
+            "-cp",
+            kafka_classpath(),
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "describe",
+            "--status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    for line in result.stdout.splitlines():
+        if line.startswith("LeaderId:"):
+            return int(line.split(":")[1])
+    raise AssertionError(f"no LeaderId in the quorum's status:\n{result.stdout}{result.stderr}")

@@ -1,0 +1,111 @@
+"""Brokers failing under a running copy, on 3-node clusters at RF 3 and min.insync.replicas 2:
+partition leaders hard-bounced, the coordinators and the active controller killed, rolling
+restarts, the target below min.insync.replicas. Both delivery modes copy through each fault;
+afterwards every acknowledged record is on the target, once (exactly-once) or at least once,
+in order, and nothing of an aborted transaction."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.faults.harness import (
+    FaultCase,
+    active_controller,
+    assert_exact,
+    coordinator_of,
+    leader_of,
+    wait_for,
+)
+
+pytestmark = pytest.mark.faults
+
+BOUNCE_DOWN_SECONDS = 15  # how long a hard-bounced node stays down (the fault's length)
+
+
+def test_source_leader_hard_bounced_three_times(case: FaultCase) -> None:
+    case.start_traffic()
+    case.await_copies()
+    for _ in range(3):
+        leader = leader_of(case.clusters["A"], case.topic("exactly-once"))
+        case.kill("A", leader)
+        time.sleep(BOUNCE_DOWN_SECONDS)  # the fault: the node stays down this long
+        case.start("A", leader)
+        case.await_copies(100)
+    case.healed()
+    assert_exact(case.finish())
+
+
+def test_target_leader_killed(case: FaultCase) -> None:
+    case.start_traffic()
+    case.await_copies()
+    leader = leader_of(case.clusters["B"], case.remote("exactly-once"))
+    case.kill("B", leader)
+    case.await_copies(200)  # the copy goes on with the new leaders
+    case.start("B", leader)
+    case.healed()
+    assert_exact(case.finish())
+
+
+def test_transaction_coordinator_killed(case: FaultCase) -> None:
+    case.start_traffic()
+    case.await_copies()
+    txn_id = f"ferry:A->B:{case.topic('exactly-once')}:0"
+    coordinator = coordinator_of(case.clusters["B"], txn_id, "__transaction_state")
+    case.kill("B", coordinator)
+    case.await_copies(200)
+    case.start("B", coordinator)
+    case.healed()
+    assert_exact(case.finish())
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_active_controller_killed(case: FaultCase, side: str) -> None:
+    case.start_traffic()
+    case.await_copies()
+    controller = active_controller(case.clusters[side])
+    case.kill(side, controller)
+    wait_for(
+        lambda: active_controller(case.clusters[side]) != controller,
+        60,
+        f"a new active controller on {side}",
+        poll=1.0,
+    )
+    case.await_copies(200)
+    case.start(side, controller)
+    case.healed()
+    assert_exact(case.finish())
+
+
+def test_rolling_restart_of_both_clusters(case: FaultCase) -> None:
+    case.start_traffic()
+    case.await_copies()
+    for side in ("A", "B"):
+        for node in (1, 2, 3):
+            case.kill(side, node, signal.SIGTERM)
+            case.start(side, node)
+            wait_for(lambda s=side: case.under_replicated(s) == 0, 120, f"{side}'s ISR refilled")
+    case.await_copies(100)
+    case.healed()
+    assert_exact(case.finish())
+
+
+def test_target_below_min_insync_replicas(case: FaultCase) -> None:
+    case.start_traffic()
+    case.await_copies()
+    leader = leader_of(case.clusters["B"], case.remote("exactly-once"))
+    others = [n for n in (1, 2, 3) if n != leader]
+    for node in others:
+        case.kill("B", node)
+    began = time.monotonic()
+    statuses = []
+    while time.monotonic() - began < 30:  # the fault: 2 of 3 nodes down for 30 s
+        statuses.append(case.status("exactly-once"))
+    for node in others:
+        case.start("B", node)
+    case.healed()
+    assert_exact(case.finish())
+    said = "\n".join(statuses)
+    assert "B" in said and ("NOT_ENOUGH_REPLICAS" in said or "in-sync" in said), said[-2000:]
