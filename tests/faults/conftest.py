@@ -6,6 +6,7 @@ before the next begins."""
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from ferry.local.cluster import LocalCluster
 from tests.chaos.faults import FerryProcess
 from tests.faults.harness import MODES, FaultCase, FlowRun, write_flow_config
 from tests.faults.invariants import Mode
+from tests.ferry_cli import run_ferry
 
 # A follower that stops fetching leaves the ISR after 10 s (Kafka's default is 30 s): the
 # min.insync.replicas fault is reached sooner; nothing else differs from Kafka's defaults.
@@ -32,9 +34,14 @@ def fault_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def fault_clusters(fault_dir: Path) -> Iterator[dict[str, LocalCluster]]:
     directory = fault_dir / "clusters"
-    clusters = local.up(
-        ["A", "B"], directory, {"A": FAULT_BROKER, "B": FAULT_BROKER}, brokers=3, link=True
-    )
+    # Through the command line an operator rehearsing failures uses.
+    args = ["local", "up", "--clusters", "A,B", "--brokers", "3", "--link-proxy", "--json"]
+    for key, value in FAULT_BROKER.items():
+        args += ["--set", f"{key}={value}"]
+    result = run_ferry(*args, "--dir", str(directory))
+    assert result.returncode == 0, result.stderr
+    clusters = local.read_state(directory)
+    assert json.loads(result.stdout) == {a: c.bootstrap for a, c in clusters.items()}
     try:
         yield clusters
     finally:

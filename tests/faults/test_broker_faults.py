@@ -20,7 +20,8 @@ from tests.faults.harness import (
     wait_for,
 )
 
-pytestmark = pytest.mark.faults
+# A fault, its recovery and the catch-up after it: longer than the default bound per test.
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
 BOUNCE_DOWN_SECONDS = 15  # how long a hard-bounced node stays down (the fault's length)
 
