@@ -41,21 +41,33 @@ def _print_status(flows: list[Any]) -> None:
         rpo = "unknown" if f.rpo_seconds is None else f"{f.rpo_seconds:,.1f} s"
         table = Table(
             title=f"flow {f.flow}: latency {latency}, lag {lag}, RPO {rpo}, "
-            f"copied {f.records:,} records ({f.bytes:,} bytes)",
+            f"copied {f.records:,} records ({f.bytes:,} bytes)"
+            + (f", {f.lost:,} lost before copy" if f.lost else ""),
             title_justify="left",
         )
-        for column in ("topic", "partition", "source end", "replicated", "lag", "RPO (s)"):
+        columns = ["topic", "partition", "source end", "replicated", "lag", "RPO (s)"]
+        if f.lost:  # records the source removed before ferry copied them
+            columns.append("lost before copy")
+        for column in columns:
             table.add_column(column, justify="left" if column == "topic" else "right")
         for p in f.partitions:
-            table.add_row(
+            row = [
                 p.topic,
                 str(p.partition),
                 str(p.source_end),
                 str(p.replicated),
                 str(p.lag),
                 "unknown" if p.rpo_seconds is None else f"{p.rpo_seconds:.1f}",
-            )
+            ]
+            if f.lost:
+                row.append(f"{p.lost:,} ({p.lost_offsets})" if p.lost else "0")
+            table.add_row(*row)
         out.print(table)
+        if f.lost:
+            out.print(
+                f"  {f.lost:,} record(s) were removed from {f.flow.split('->')[0]} by retention "
+                "or deletion before ferry copied them: they are not on the target"
+            )
         for name, e in f.executors.items():
             out.print(
                 f"  executor {name} on {e['host']}: {len(e['partitions'])} partitions now, "

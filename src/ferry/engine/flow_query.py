@@ -22,7 +22,7 @@ from ferry.engine.head_start import HeadStart
 from ferry.engine.spark.cluster import environment_error
 from ferry.errors import FerryError, error_from_text
 
-__all__ = ["FlowProgress", "FlowQuery", "query_error"]
+__all__ = ["FlowProgress", "FlowQuery", "lost_notices", "query_error"]
 
 # How long a stopping run waits for a flow's running batch to finish.
 STOP_WAIT_SECONDS = 120
@@ -70,6 +70,8 @@ class FlowQuery:
     # The counters as last read, and what they were read from: the progress is looked at four
     # times a second, and reading 10,000 partitions' counters takes most of a core.
     _stats: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+    _lost_said: dict[str, int] = field(default_factory=dict)  # lost records said, by partition
+    _notices_at: int | None = None  # how far the flow's notices file was read
 
     def __post_init__(self) -> None:
         self.progress = FlowProgress(self.flow.name)
@@ -94,6 +96,7 @@ class FlowQuery:
         if self.baseline is None:
             self.baseline = self.state.stats()
             self.started = time.monotonic()
+            self._notices_at = self.state.notices_end()
         self.query = writer.start()
         self.supervisor.started()
 
@@ -155,13 +158,14 @@ class FlowQuery:
         p.copier = stats.get("copier", p.copier) or (self.head.copier if self.head else "")
         p.bytes = stats.get("bytes", 0) - base.get("bytes", 0)
         p.skipped = stats.get("skipped", 0) - base.get("skipped", 0)
+        if self._notices_at is not None:
+            lines, self._notices_at = self.state.notices_after(self._notices_at)
+            for line in lines:
+                notice(line)
         expired = stats.get("expired", 0) - base.get("expired", 0)
         if expired > p.expired:
-            notice(
-                f"flow {self.flow.name}: {expired - p.expired} record(s) were deleted by "
-                f"retention on {self.flow.source} before they could be copied (see "
-                f"{self.state.directory / 'stats.json'} for the partitions)"
-            )
+            for line in lost_notices(self.flow, stats, base, self._lost_said):
+                notice(line)
             p.expired = expired
         p.lag = self.state.lag(stats)
         if not p.done:
@@ -172,6 +176,35 @@ class FlowQuery:
                 p.records_per_second = (p.records - records) / (now - then)
                 p.mb_per_second = (p.bytes - size) / (now - then) / 1e6
             self.last_sample = (now, p.records, p.bytes)
+
+
+def lost_notices(
+    flow: FlowConfig, stats: dict[str, Any], base: dict[str, Any], said: dict[str, int]
+) -> list[str]:
+    """One line per partition that lost records since `said` (updated here): records the
+    source removed (retention, DeleteRecords) before ferry copied them, with the offsets."""
+    lines = []
+    before = base.get("partitions", {})
+    for key, entry in sorted(stats.get("partitions", {}).items()):
+        lost = entry.get("expired", 0) - before.get(key, {}).get("expired", 0)
+        if lost <= said.get(key, 0):
+            continue
+        new, said[key] = lost - said.get(key, 0), lost
+        ranges: list[str] = []
+        counted = 0
+        for first, last, count in reversed(entry.get("lost", [])):
+            ranges.insert(0, f"{first}..{last}")
+            counted += count
+            if counted >= new:
+                break
+        topic, _, partition = key.rpartition(":")
+        offsets = f"offsets {', '.join(ranges)}" if ranges else "offsets not known"
+        lines.append(
+            f"flow {flow.name}: {new} record(s) lost: removed from the source by retention or "
+            f"deletion before ferry copied them: cluster {flow.source}, topic {topic}, "
+            f"partition {partition}: {offsets}; copying on from the source's log start"
+        )
+    return lines
 
 
 def _first_line(text: str) -> str:

@@ -22,7 +22,7 @@ from ferry.engine.executors import ExecutorStats, TaskReport, add_totals, summar
 from ferry.engine.latency import Histogram
 from ferry.flows.control import FlowControl
 
-__all__ = ["FlowState", "LeaseBounds", "partition_entry", "tp_key"]
+__all__ = ["FlowState", "LeaseBounds", "lost_ranges", "partition_entry", "tp_key"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,36 @@ class FlowState:
 
     def write_slots(self, slots: int) -> None:
         self._write("slots.json", {"slots": slots, "time": time.time()})
+
+    @property
+    def notices_file(self) -> Path:
+        """Lines the planner and local tasks leave for `ferry run`'s console and events (a
+        topic re-created, say): they run in Spark's Python workers, whose output goes to
+        Spark's log only."""
+        return self.directory / "notices.log"
+
+    def add_notice(self, line: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self.notices_file.open("a", encoding="utf-8") as f:
+            f.write(line.replace("\n", " ") + "\n")
+
+    def notices_after(self, position: int) -> tuple[list[str], int]:
+        """The whole lines added after byte `position`, and the position after them."""
+        try:
+            with self.notices_file.open("rb") as f:
+                f.seek(position)
+                data = f.read()
+        except FileNotFoundError:
+            return [], 0
+        complete = data[: data.rfind(b"\n") + 1]
+        lines = complete.decode("utf-8", errors="replace").splitlines()
+        return lines, position + len(complete)
+
+    def notices_end(self) -> int:
+        try:
+            return self.notices_file.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     @property
     def live_dir(self) -> Path:
@@ -303,6 +333,8 @@ def partition_entry(result: Any) -> dict[str, Any]:
         "bytes": result.bytes,
         "expired": result.expired,
     }
+    if getattr(result, "lost_first", -1) >= 0:
+        entry["lost"] = [result.lost_first, result.lost_last]
     for name in ("latency", "record_age"):
         histogram = getattr(result, name)
         if histogram.count:
@@ -320,6 +352,8 @@ def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None
             entry["position"] = max(p["end"], entry.get("position", 0))
         if p.get("expired"):
             entry["expired"] = entry.get("expired", 0) + p["expired"]
+            if "lost" in p:
+                entry["lost"] = _add_lost(entry.get("lost", []), p["lost"], p["expired"])
         for name in ("latency", "record_age"):
             if name in p:
                 histogram = Histogram.from_json(entry.get(name))
@@ -329,3 +363,32 @@ def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None
     stats["skipped"] = stats.get("skipped", 0) + sum(p["skipped"] for p in partitions)
     stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
     stats["expired"] = stats.get("expired", 0) + sum(p.get("expired", 0) for p in partitions)
+
+
+# The lost offset ranges kept per partition (the newest; older ones merge into the first).
+LOST_RANGES_KEPT = 20
+
+
+def _add_lost(ranges: list[list[int]], lost: list[int], count: int) -> list[list[int]]:
+    """`ranges` ([first, last, records] each, oldest first) with `lost` ([first, last] of
+    `count` records the source deleted before ferry copied them) added: joined to the newest
+    range when they touch or overlap, and at most LOST_RANGES_KEPT ranges kept."""
+    first, last = lost
+    out = [list(r) for r in ranges]
+    if out and first <= out[-1][1] + 1:
+        newest = out[-1]
+        out[-1] = [min(newest[0], first), max(newest[1], last), newest[2] + count]
+    else:
+        out.append([first, last, count])
+    while len(out) > LOST_RANGES_KEPT:
+        a, b = out.pop(0), out[0]
+        out[0] = [a[0], b[1], a[2] + b[2]]
+    return out
+
+
+def lost_ranges(entry: dict[str, Any]) -> str:
+    """A partition entry's lost offsets as text: `100..149`, `100..149, 300..310`; "" none."""
+    return ", ".join(
+        f"{first}..{last}" if first != last else str(first)
+        for first, last, _ in entry.get("lost", [])
+    )

@@ -8,6 +8,8 @@ flow, topic (the source topic) and partition.
     ferry_replication_latency_ms   histogram (MM2: replication-latency-ms: ack time - timestamp)
     ferry_record_age_ms            histogram (MM2: record-age-ms: consume time - timestamp)
     ferry_lag_records              gauge, records on the source not yet copied
+    ferry_source_records_lost_total  records the source removed (retention, DeleteRecords)
+                                   before ferry copied them: a gap in the copy, never silent
     ferry_batch_duration_seconds   gauge, the last batch's slowest task
     ferry_batches_total, ferry_errors_total{kind}
     ferry_lease_gap_seconds, ferry_lease_gap_max_seconds   gauges: nobody copied in between
@@ -59,6 +61,12 @@ class RunMetrics(Collector):
             "Consume time minus the record's timestamp (ms), 1 record in 16",
             labels=_LABELS,
         )
+        lost = CounterMetricFamily(
+            "ferry_source_records_lost",
+            "Records removed from the source by retention or deletion (DeleteRecords) before "
+            "ferry copied them: they are not on the target and cannot be copied any more",
+            labels=_LABELS,
+        )
         lag = GaugeMetricFamily(
             "ferry_lag_records", "Records on the source not yet copied", labels=_LABELS
         )
@@ -102,6 +110,7 @@ class RunMetrics(Collector):
                 topic, _, partition = key.rpartition(":")
                 labels = [name, topic, partition]
                 records.add_metric(labels, entry.get("records", 0))
+                lost.add_metric(labels, entry.get("expired", 0))
                 size.add_metric(labels, entry.get("bytes", 0))
                 for family, field in ((latency, "latency"), (age, "record_age")):
                     histogram = Histogram.from_json(entry.get(field))
@@ -121,5 +130,6 @@ class RunMetrics(Collector):
                 by_executor.add_metric(labels, e.records)
                 executor_rate.add_metric(labels, e.records_per_second)
                 executor_partitions.add_metric(labels, len(e.partitions))
-        yield from (records, size, latency, age, lag, batch, batches, gap, worst_gap, errors)
+        yield from (records, size, latency, age, lost, lag, batch, batches, gap, worst_gap)
+        yield errors
         yield from (by_executor, executor_rate, executor_partitions)

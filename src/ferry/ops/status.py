@@ -11,7 +11,9 @@ source (`ferry.flows.rpo`: the rule; `ferry.kafka.rpo_probe`: one record per lag
 one consumer, a few seconds at most; what does not answer in time is unknown, never 0); the
 flow's is its worst partition's. Latency is now minus the newest heartbeat of
 the source found in its remote heartbeats topic on the target (`A.heartbeats` on B). Records
-and bytes are what `ferry run` counted on this machine (its state directory).
+and bytes are what `ferry run` counted on this machine (its state directory), and so are the
+records the source removed (retention, DeleteRecords) before ferry copied them, per partition
+with their offsets: a gap on the target no copy can fill.
 A cluster that does not answer leaves its figures null and says why; the rest is reported.
 """
 
@@ -30,7 +32,7 @@ from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
-from ferry.engine.flow_state import FlowState
+from ferry.engine.flow_state import FlowState, lost_ranges, tp_key
 from ferry.errors import FerryError
 from ferry.flows.rpo import flow_rpo
 from ferry.graph.selection import TopicSelector
@@ -67,6 +69,10 @@ class PartitionStatus:
     lag: int
     # Age in seconds of the oldest source record not on the target; None: not known.
     rpo_seconds: float | None = None
+    # Records the source removed (retention, DeleteRecords) before ferry copied them, and
+    # their offsets ("100..149, 300..310"), as this machine's `ferry run` counted them.
+    lost: int = 0
+    lost_offsets: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class FlowStatus:
     executors: dict[str, dict[str, Any]] = field(default_factory=dict)
     spark_ui: str | None = None
     rpo_seconds: float | None = None  # the worst partition's; None if any is not known
+    lost: int = 0  # records removed from the source before ferry copied them (this machine)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -114,14 +121,28 @@ def partition_statuses(
     ends: dict[TP, int],
     replicated: dict[TP, int],
     rpos: Mapping[TP, float | None] | None = None,
+    counters: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[PartitionStatus]:
-    """Lag of each source partition against its replicated position (0 if never copied), and
-    its RPO when `rpos` has it."""
+    """Lag of each source partition against its replicated position (0 if never copied), its
+    RPO when `rpos` has it, and the records it lost before copy when `counters` (the flow's
+    stats by partition) say so."""
     rows = []
     for (topic, partition), end in sorted(ends.items()):
         position = replicated.get((topic, partition), 0)
         rpo = (rpos or {}).get((topic, partition))
-        rows.append(PartitionStatus(topic, partition, end, position, max(0, end - position), rpo))
+        entry = (counters or {}).get(tp_key(topic, partition), {})
+        rows.append(
+            PartitionStatus(
+                topic,
+                partition,
+                end,
+                position,
+                max(0, end - position),
+                rpo,
+                int(entry.get("expired", 0)),
+                lost_ranges(entry),
+            )
+        )
     return rows
 
 
@@ -185,7 +206,7 @@ def flow_status(
         rpos = read_rpos(
             source, positions, ends, timeout=min(timeout, RPO_READ_SECONDS), clock=clock
         )
-        partitions = partition_statuses(ends, positions, rpos)
+        partitions = partition_statuses(ends, positions, rpos, stats.get("partitions", {}))
         lag = sum(p.lag for p in partitions)
         rpo = flow_rpo(rpos.values())
     except FerryError as exc:
@@ -201,6 +222,7 @@ def flow_status(
         {name: e.to_json() for name, e in state.executors(clock()).items()},
         state.spark_ui(),
         rpo,
+        int(stats.get("expired", 0)),
     )
 
 

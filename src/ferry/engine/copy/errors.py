@@ -14,6 +14,7 @@ from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import UNREACHABLE_CODES
 
 __all__ = [
+    "beyond_end_error",
     "consume_error",
     "delivery_error",
     "produce_error",
@@ -149,4 +150,20 @@ def stall_error(active: int, example_topic: str, ctx: CopyContext) -> KafkaUnava
         ctx.source_bootstrap,
         f"no data for {active} partition(s) in {ctx.stall_timeout:.0f}s "
         f"(e.g. {example_topic}); retrying",
+    )
+
+
+def beyond_end_error(
+    r: CopyRange, position: int, end: int, ctx: CopyContext
+) -> KafkaUnavailableError:
+    """ferry's position lies beyond the partition's end: the topic was deleted and created
+    again while being copied (or its log was truncated). Copying on from the position would
+    skip the new topic's first records, so the copy stops; the task is retried, and its
+    retry (or the next plan, by the topic's id) starts the new topic from its beginning."""
+    return KafkaUnavailableError(
+        ctx.source_alias,
+        ctx.source_bootstrap,
+        f"{r.topic} partition {r.partition} ends at {end}, below ferry's position {position}: "
+        "deleted and created again? copying it again from its start",
+        what="changed under the copy",
     )

@@ -43,6 +43,7 @@ from ferry.engine.copy import worker_clients
 from ferry.engine.copy.commit_pipeline import CommitPipeline
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
+from ferry.engine.copy.progress import progress_offset
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.transactional import PARITIES, ProducerFor, resume_at
@@ -147,7 +148,7 @@ def _begin(
     producer is still the current one. A fenced one is replaced before any record is copied,
     and the progress is read again after the new one started (returned; else None).
     """
-    offsets = [TopicPartition(r.remote_topic, r.partition, r.end)]
+    offsets = [progress_offset(r.remote_topic, r.partition, r.end, r.topic_id)]
     reread: int | None = None
     for fresh in (False, True):
         if fresh:
@@ -368,7 +369,7 @@ def _commit_slice(
     producer = producers[(r.topic, r.partition)]
     failures = _write_runs(producer, runs_topic, ctx, result)
     if result.end >= 0:
-        offsets = [TopicPartition(r.remote_topic, r.partition, result.end)]
+        offsets = [progress_offset(r.remote_topic, r.partition, result.end, r.topic_id)]
         try:
             _send_offsets(producer, offsets, group, r, ctx)
         except KafkaException as exc:  # every code but auth is retried: _retry_later

@@ -115,7 +115,7 @@ def run_lease(
     per partition for the whole lease: start, end, counts and histograms (runs committed)."""
     began = time.monotonic()
     totals = {
-        tp: PartitionResult(r.topic, r.partition, positions[tp], positions[tp])
+        tp: PartitionResult(r.topic, r.partition, positions[tp], positions[tp], topic_id=r.topic_id)
         for r in ranges
         if (tp := (r.topic, r.partition))
     }
@@ -153,5 +153,9 @@ def _add(total: PartitionResult, part: PartitionResult) -> None:
     total.skipped += part.skipped
     total.bytes += part.bytes
     total.expired += part.expired
+    if part.lost_first >= 0:
+        if total.lost_first < 0:
+            total.lost_first = part.lost_first
+        total.lost_last = part.lost_last
     total.latency.add(part.latency)
     total.record_age.add(part.record_age)

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError
 
 from ferry.engine.copy.deliveries import LATENCY_SAMPLE_MASK
 from ferry.engine.copy.errors import (
+    beyond_end_error,
     consume_error,
     delivery_error,
     produce_error,
@@ -141,9 +142,10 @@ def copy_bin_native(
     if error is not None:
         raise _error_of(error, work, ctx)
     out = []
-    for r, (copied, skipped, size, expired, runs, age, latency, position, unacked) in zip(
-        work, results, strict=True
-    ):
+    for r, row in zip(work, results, strict=True):
+        # An extension built before the lost offsets were reported returns nine values.
+        copied, skipped, size, expired, runs, age, latency, position, unacked = row[:9]
+        lost_first, lost_last = row[9:11] if len(row) >= 11 else (-1, -1)
         out.append(
             PartitionResult(
                 r.topic,
@@ -154,10 +156,13 @@ def copy_bin_native(
                 skipped=skipped,
                 bytes=size,
                 expired=expired,
+                lost_first=lost_first,
+                lost_last=lost_last,
                 runs=[OffsetRun(*run) for run in runs],
                 record_age=Histogram(list(age[0]), age[1]),
                 latency=Histogram(list(latency[0]), latency[1]),
                 in_flight=unacked,
+                topic_id=r.topic_id,
             )
         )
     return out
@@ -173,6 +178,8 @@ def _error_of(error: tuple[Any, ...], work: list[CopyRange], ctx: CopyContext) -
         return produce_error(err, reason, r, offset, ctx)
     if kind == "delivery" and r is not None:
         return delivery_error(r.remote_topic, r.partition, offset, err, extra, r.topic, ctx)
+    if kind == "recreated" and r is not None:
+        return beyond_end_error(r, offset, extra, ctx)
     if kind == "stall":
         return stall_error(extra, topic, ctx)
     if kind == "consume":

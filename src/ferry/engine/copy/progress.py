@@ -2,6 +2,9 @@
 
 Both run after the target acknowledged the copies they describe, runs first: a position is
 never committed for copies whose runs are not there (failover translates through the runs).
+A position carries the source topic's id as its commit's metadata (`progress_offset`), so a
+topic deleted and created again is never taken for the one the position is in
+(engine/plan/topic_ids.py).
 `write_runs` and `commit_positions` wait for the target (the driver's commit of a bounded
 micro-batch); `LeaseCommitter` does not, so a lease never stops copying to wait for a round
 trip, which matters most where the target is a datacenter away.
@@ -9,7 +12,7 @@ trip, which matters most where the target is a datacenter away.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +24,24 @@ from ferry.errors import ReplicationError
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
-__all__ = ["LeaseCommitter", "commit_positions", "write_runs"]
+__all__ = ["LeaseCommitter", "commit_positions", "progress_offset", "topic_id_of", "write_runs"]
+
+_TOPIC_ID = "topic-id="  # a position's commit metadata: the source topic's id
+
+
+def progress_offset(remote_topic: str, partition: int, offset: int, topic_id: str) -> Any:
+    """A position as committed: the remote partition's offset in the flow's progress group,
+    with the source topic's id (`topic_id`; "" not known) as the commit's metadata."""
+    if not topic_id:
+        return TopicPartition(remote_topic, partition, offset)
+    return TopicPartition(remote_topic, partition, offset, metadata=f"{_TOPIC_ID}{topic_id}")
+
+
+def topic_id_of(metadata: str | None) -> str:
+    """The source topic id a committed position names; "" when it names none."""
+    if metadata and metadata.startswith(_TOPIC_ID):
+        return metadata[len(_TOPIC_ID) :]
+    return ""
 
 
 def write_runs(
@@ -60,11 +80,20 @@ def write_runs(
 
 
 def commit_positions(
-    consumer: Any, target: ClusterConfig, positions: dict[tuple[str, int], int]
+    consumer: Any,
+    target: ClusterConfig,
+    positions: dict[tuple[str, int], int],
+    ids: Mapping[tuple[str, int], str] | None = None,
 ) -> None:
     """Commit `{(remote topic, partition): next source offset}` in the consumer's group (the
-    flow's progress group) on the target; positions below 0 (nothing seen yet) are left out."""
-    offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(positions.items()) if o >= 0]
+    flow's progress group) on the target, each with its source topic's id from `ids`;
+    positions below 0 (nothing seen yet) are left out."""
+    ids = ids or {}
+    offsets = [
+        progress_offset(t, p, o, ids.get((t, p), ""))
+        for (t, p), o in sorted(positions.items())
+        if o >= 0
+    ]
     if not offsets:
         return
     with kafka_errors(target, "commit ferry's progress"):
@@ -98,7 +127,11 @@ class LeaseCommitter:
         runs_topic: str,
         source_alias: str,
         target: ClusterConfig,
+        ids: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
+        """`ids`: the source topic's id of each (remote topic, partition), committed beside
+        its position."""
+        self._ids = dict(ids or {})
         self._producer = producer
         self._progress = progress
         self._runs_topic = runs_topic
@@ -132,7 +165,7 @@ class LeaseCommitter:
             pass
         self._advance()
         # Every position again, synchronously: an asynchronous commit may have failed unseen.
-        commit_positions(self._progress, self._target, self._ready)
+        commit_positions(self._progress, self._target, self._ready, self._ids)
 
     def _advance(self) -> None:
         ready = False
@@ -152,6 +185,9 @@ class LeaseCommitter:
             return
         # Every position each time, moved or not: an asynchronous commit that failed (say,
         # the group's coordinator moved) is not reported, and the next one repairs it.
-        offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._ready.items())]
+        offsets = [
+            progress_offset(t, p, o, self._ids.get((t, p), ""))
+            for (t, p), o in sorted(self._ready.items())
+        ]
         with kafka_errors(self._target, "commit ferry's progress"):
             self._progress.commit(offsets=offsets, asynchronous=True)

@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.engine.copy.deliveries import LATENCY_SAMPLE_MASK, Chunk, DeliveryTracker
 from ferry.engine.copy.errors import (
+    beyond_end_error,
     consume_error,
     delivery_error,
     produce_error,
@@ -112,7 +113,10 @@ def _copy(
     slice: Slice | None,
 ) -> dict[tuple[str, int], PartitionResult]:
     results = {
-        (r.topic, r.partition): PartitionResult(r.topic, r.partition, r.start, r.end) for r in work
+        (r.topic, r.partition): PartitionResult(
+            r.topic, r.partition, r.start, r.end, topic_id=r.topic_id
+        )
+        for r in work
     }
     if not work:
         return results
@@ -180,7 +184,7 @@ def _copy(
                         cursor[tp] = m.offset()
                     continue
                 if err.code() == KafkaError._AUTO_OFFSET_RESET and r is not None:
-                    _skip_expired(consumer, results[tp], cursor, r)
+                    _skip_expired(consumer, results[tp], cursor, r, ctx)
                     last_progress = time.monotonic()
                     continue
                 halt = consume_error(err, m.topic(), m.partition(), m.offset(), ctx)
@@ -319,16 +323,29 @@ def _refresh_metadata(producer: Any, topic: str) -> None:
 
 
 def _skip_expired(
-    consumer: Any, result: PartitionResult, cursor: dict[tuple[str, int], int], r: CopyRange
+    consumer: Any,
+    result: PartitionResult,
+    cursor: dict[tuple[str, int], int],
+    r: CopyRange,
+    ctx: CopyContext,
 ) -> None:
     """The source deleted records ferry had not copied yet (retention): count them, go on.
 
     They cannot be copied any more; halting would halt forever. They are counted and reported
-    (`expired`), never skipped silently.
+    (`expired`, with their offsets), never skipped silently. A position beyond the end is no
+    retention: the topic was deleted and created again, and the copy stops (its retry starts
+    the new topic from its beginning) rather than skip the new topic's first records.
     """
     tp = (r.topic, r.partition)
-    low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
-    result.expired += max(0, min(low, r.end) - cursor[tp])
+    low, high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+    if cursor[tp] > high:
+        raise beyond_end_error(r, cursor[tp], high, ctx)
+    lost = min(low, r.end) - cursor[tp]
+    if lost > 0:
+        result.expired += lost
+        if result.lost_first < 0:
+            result.lost_first = cursor[tp]
+        result.lost_last = cursor[tp] + lost - 1
     cursor[tp] = max(cursor[tp], low)
     # Not seek(): after an offset-reset error the partition's fetcher is in an error state
     # and librdkafka refuses to seek it (_STATE); assigning it afresh restarts its fetcher.

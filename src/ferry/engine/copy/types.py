@@ -42,6 +42,9 @@ class CopyRange:
     end: int
     remote_topic: str
     max_message_bytes: int
+    # The source topic's id (a UUID) when planned; "" not known. Committed beside the position,
+    # so a topic deleted and created again is told from the one ferry copied (plan/topic_ids).
+    topic_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,12 @@ class PartitionResult:
     skipped: int = 0
     bytes: int = 0
     expired: int = 0  # planned records the source deleted (retention) before they were copied
+    # The offsets of those records: first and last (-1: none). Between them only `expired`
+    # offsets were lost when the source deleted more than once in one result.
+    lost_first: int = -1
+    lost_last: int = -1
     runs: list[OffsetRun] = field(default_factory=list)
     record_age: Histogram = field(default_factory=Histogram)  # ms, consume time - timestamp
     latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
     in_flight: int = 0  # copies not acknowledged yet (a lease's slice that did not settle)
+    topic_id: str = ""  # the range's source topic id, committed beside the position

@@ -77,11 +77,13 @@ def lease_rows(
     cluster_ids: tuple[str, str],
     record_bytes: Mapping[TP, float],
     previous: dict[TP, int],
+    topic_ids: Mapping[str, str] | None = None,
 ) -> list[list[Row]]:
     """Every partition of `topics`, packed into at most `bins` bins (sticky: `previous`,
     updated here), as rows of the planner's RANGE_SCHEMA: copy from the flow's position
     (EARLIEST) on, with no end (OPEN). Empty bins are left out; a row's bin is its list's
-    index in the answer. A topic `max_message_bytes` does not name gets Kafka's default."""
+    index in the answer. A topic `max_message_bytes` does not name gets Kafka's default;
+    one `topic_ids` does not name, an unknown id ("")."""
     remote = {t: remote_topic(t) for t in topics}
     ranges = [
         PartitionRange(t, p, 0, weights.get((t, p), 1), remote[t])
@@ -108,6 +110,7 @@ def lease_rows(
                     source_id,
                     target_id,
                     end,
+                    (topic_ids or {}).get(r.topic, ""),
                 )
             )
         if rows:

@@ -113,7 +113,8 @@ def copy_lease(
     print_notices(spec, notices)
 
     remote = {(r.topic, r.partition): r.remote_topic for r in ranges}
-    committer = LeaseCommitter(runs_producer, progress, runs_topic, flow.source, spec.target)
+    ids = {(r.remote_topic, r.partition): r.topic_id for r in ranges}
+    committer = LeaseCommitter(runs_producer, progress, runs_topic, flow.source, spec.target, ids)
 
     def lease(copy_slice: Callable[..., list[PartitionResult]]) -> list[PartitionResult]:
         def commit(results: list[PartitionResult]) -> None:

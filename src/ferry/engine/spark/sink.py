@@ -96,7 +96,15 @@ class MirrorSink(DataSourceStreamWriter):
             target_cluster_id=first.target_cluster_id,
         )
         ranges = [
-            CopyRange(r.topic, r.partition, r.start, r.end, r.remote_topic, r.max_message_bytes)
+            CopyRange(
+                r.topic,
+                r.partition,
+                r.start,
+                r.end,
+                r.remote_topic,
+                r.max_message_bytes,
+                r.topic_id or "",
+            )
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
@@ -226,9 +234,11 @@ class MirrorSink(DataSourceStreamWriter):
         source = self.spec.flow.source
         policy = policy_for(self.spec.flow.policy, source)
         positions = {(policy.remote_topic(source, r.topic), r.partition): r.end for r in results}
+        ids = {(policy.remote_topic(source, r.topic), r.partition): r.topic_id for r in results}
         settings = progress_consumer_settings(self.spec.target, self.spec.flow)
         try:
-            commit_positions(worker_clients.consumer_for(settings), self.spec.target, positions)
+            consumer = worker_clients.consumer_for(settings)
+            commit_positions(consumer, self.spec.target, positions, ids)
         except FerryError:
             worker_clients.evict(settings, {})
             raise

@@ -19,6 +19,12 @@ become rows: the sink task fetches and produces them with librdkafka.
 
 Remote topics are created (or expanded) here, before the first batch that includes them, so
 no task can ever produce to a topic that is not ready.
+
+Before a plan (every lease; bounded batches at most every `refresh.topics.interval.seconds`)
+the planner compares each source topic's id with the id committed beside the flow's position
+(engine/plan/topic_ids.py): a topic deleted and created again has its position set back to 0
+on the target, with the new id, and is copied from its start; the rows carry the ids, which
+the tasks commit beside the positions.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ferry.engine.plan.batches import (
 )
 from ferry.engine.plan.leases import lags, lease_rows, lease_weights, read_counters
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
+from ferry.engine.plan.topic_ids import changed_topics, source_topic_ids
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
 
@@ -58,7 +65,8 @@ __all__ = ["RANGE_FIELDS", "RANGE_SCHEMA", "MirrorDataSource", "Planner"]
 
 RANGE_SCHEMA = (
     "topic string, partition int, start long, end long, remote_topic string, "
-    "max_message_bytes long, source_cluster_id string, target_cluster_id string, log_end long"
+    "max_message_bytes long, source_cluster_id string, target_cluster_id string, log_end long, "
+    "topic_id string"
 )
 RANGE_FIELDS = tuple(column.split()[0] for column in RANGE_SCHEMA.split(", "))
 Offsets = dict[str, dict[str, int]]
@@ -102,6 +110,9 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._log_ends: dict[TP, int] = {}  # leases: the source's ends at the lease's planning
         self._carried: dict[TP, int] = {}  # leases: records per partition counted so far
         self._lease_lags: dict[TP, int] = {}  # leases: lag per partition at the lease's planning
+        self._topic_ids: dict[str, str] = {}  # the source topics' ids, as last read
+        self._next_id_check = 0.0  # bounded batches: when the ids are compared next
+        self._source_admin: Any = None
 
     # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
     def _topic_manager(self) -> TopicManager:
@@ -177,10 +188,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = dict(self._available_now)
         self.state.write_latest({tp_key(*tp): o for tp, o in latest.items()})
+        recreated_ids: set[str] = set()
+        if time.monotonic() >= self._next_id_check:
+            self._next_id_check = time.monotonic() + self.flow.refresh_topics_interval_seconds
+            committed = self._committed({t: r.partitions for t, r in self._topics.items()})
+            recreated_ids = set(self._topics_recreated(committed or {}))
         # A partition seen for the first time starts at its earliest retained record; so does
         # one whose end fell below ferry's progress (its topic was deleted and recreated).
         new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
-        recreated = [tp for tp in new if tp in start]
+        recreated = [tp for tp in new if tp in start and tp[0] not in recreated_ids]
         for tp in recreated:
             self._notice(
                 f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
@@ -212,6 +228,12 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, end in ends.items():
             if end != begin[tp] or tp in start:
                 result[tp] = end
+        # A topic whose id changed: this batch moves its partitions' offsets to 0 and copies
+        # nothing of them (an end below the start is no range), the next one copies the new
+        # topic from 0. Batches stay defined by their offsets alone, so a replay is the same.
+        for tp in start:
+            if tp[0] in recreated_ids and tp in result:
+                result[tp] = 0
         return _nested(result)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -257,6 +279,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         source_id,
                         target_id,
                         r.end,
+                        self._topic_ids.get(r.topic, ""),
                     )
                 )
             if rows:
@@ -295,6 +318,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cluster_ids=self._cluster_ids,
             record_bytes=counters.record_bytes,
             previous=self._previous_bins,
+            topic_ids=self._topic_ids,
         )
         return [BinPartition(index, rows) for index, rows in enumerate(packed)]
 
@@ -316,9 +340,13 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         is most of a plan's time."""
         topics = {t.topic: t.partitions for t in self._topics.values()}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferry-positions") as pool:
-            positions = pool.submit(self._positions, topics)
+            positions = pool.submit(self._committed, topics)
             self._log_ends = self._end_offsets("latest")
-            answer = positions.result()
+            committed = positions.result()
+        answer = None
+        if committed is not None:
+            recreated = self._topics_recreated(committed)
+            answer = {tp: 0 if tp[0] in recreated else o for tp, (o, _id) in committed.items()}
         if write_latest:
             self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
         if answer is None:  # placement falls back to this machine's counters, never fails
@@ -330,14 +358,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             self._lease_lags = lags(self._log_ends, answer)
 
-    def _positions(self, topics: dict[str, int]) -> dict[TP, int] | None:
-        """The flow's position on the target of every partition of `topics` (by source topic
-        and partition; a partition never committed is left out), read the way a lease's task
-        reads it (a consumer of the flow's group), where every run, on any machine, committed
-        it. None when the target does not answer: placement is an estimate, never a reason
-        to stop."""
+    def _committed(self, topics: dict[str, int]) -> dict[TP, tuple[int, str]] | None:
+        """The flow's position on the target of every partition of `topics` and the source
+        topic id committed with it ("": none) (by source topic and partition; a partition never
+        committed is left out), read the way a lease's task reads it (a consumer of the flow's
+        group), where every run, on any machine, committed it. None when the target does not
+        answer: placement is an estimate, never a reason to stop."""
         from ferry.engine.copy import worker_clients
         from ferry.engine.copy.client_settings import progress_consumer_settings
+        from ferry.engine.copy.progress import topic_id_of
 
         source, policy = self.flow.source, self._topic_manager().policy
         remote = {t: policy.remote_topic(source, t) for t in topics}
@@ -352,10 +381,46 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             worker_clients.evict(settings, {})
             return None
         return {
-            (origin[tp.topic], tp.partition): tp.offset
+            (origin[tp.topic], tp.partition): (tp.offset, topic_id_of(tp.metadata))
             for tp in answer
-            if tp.error is None and tp.topic in origin
+            if tp.error is None and tp.topic in origin and tp.offset >= 0
         }
+
+    def _topics_recreated(self, committed: dict[TP, tuple[int, str]]) -> dict[str, tuple[str, str]]:
+        """The source topics' ids now (kept for the rows); the topics whose id differs from
+        the one committed beside the flow's position, set back to 0 on the target with their
+        new id, each said, naming both ids."""
+        from ferry.engine.copy import worker_clients
+        from ferry.engine.copy.client_settings import progress_consumer_settings
+        from ferry.engine.copy.progress import commit_positions
+        from ferry.kafka import clients
+
+        if self._source_admin is None:
+            self._source_admin = clients.admin_client(self.spec.source.admin_config())
+        self._topic_ids = source_topic_ids(self._source_admin, self._topics, timeout=10)
+        changed = changed_topics(committed, self._topic_ids)
+        if not changed:
+            return changed
+        policy, source = self._topic_manager().policy, self.flow.source
+        positions, ids = {}, {}
+        for topic, (old, new) in changed.items():
+            self._notice(
+                f"topic {topic} on {source} was deleted and re-created: its topic id is {new}, "
+                f"ferry's position was in {old}; copying the new topic from its start"
+            )
+            remote = policy.remote_topic(source, topic)
+            for p in range(self._topics[topic].partitions):
+                positions[(remote, p)] = 0
+                ids[(remote, p)] = new
+        settings = progress_consumer_settings(self.spec.target, self.flow)
+        try:
+            commit_positions(
+                worker_clients.consumer_for(settings), self.spec.target, positions, ids
+            )
+        except FerryError:
+            worker_clients.evict(settings, {})
+            raise
+        return changed
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, BinPartition)
@@ -364,7 +429,9 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _notice(self, message: str) -> None:
         import sys
 
-        print(f"ferry: flow {self.flow.name}: {message}", file=sys.stderr, flush=True)
+        line = f"flow {self.flow.name}: {message}"
+        print(f"ferry: {line}", file=sys.stderr, flush=True)
+        self.state.add_notice(line)  # for ferry run's console and events
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # progress is Spark's checkpoint; nothing is committed to the source cluster

@@ -4,6 +4,7 @@ Spark's log, and the executor it ran on."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from ferry.engine.copy.client_settings import producer_settings
 from ferry.engine.copy.transactional import ProducerFor, TransactionalSettings
 from ferry.engine.copy.types import CopyContext, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
+from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, error_to_text
 
 __all__ = [
@@ -81,6 +83,10 @@ def print_notices(spec: FlowSpec, notices: list[str]) -> None:
 
     for notice in notices:
         print(f"ferry: flow {spec.flow.name}: {notice}", file=sys.stderr, flush=True)
+        # For ferry run's console too, where the driver's state directory is here (a local
+        # master); on a cluster it is the driver's, and Spark's log is all there is.
+        with contextlib.suppress(OSError):
+            FlowState(spec.state_dir).add_notice(f"flow {spec.flow.name}: {notice}")
 
 
 def task_executor() -> dict[str, str]:

@@ -109,6 +109,7 @@ typedef struct {
     int active;
     int64_t cursor;
     int64_t copied, skipped, bytes, expired, produced, delivered;
+    int64_t lost_first, lost_last; /* the offsets of the `expired` records, -1: none */
     int64_t acked_next; /* the source offset after the last acknowledged copy, -1: none */
     /* exact runs (upstream start, downstream start, count), from delivery reports */
     int64_t *runs;
@@ -320,8 +321,21 @@ static int skip_expired(Copier *self, Job *job, Range *r) {
                   rd_kafka_err2str(err));
         return -1;
     }
+    /* A position beyond the end: the topic was deleted and created again (or its log was
+     * truncated). Copying on from it would skip the new topic's first records: stop, so the
+     * retry starts the new topic from its beginning. */
+    if (r->cursor > high) {
+        set_error(job, "recreated", r - job->ranges, r->topic, r->partition, r->cursor,
+                  RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET, "");
+        job->error_extra = high;
+        return -1;
+    }
     int64_t upto = low < r->end ? low : r->end;
-    if (upto > r->cursor) r->expired += upto - r->cursor;
+    if (upto > r->cursor) {
+        r->expired += upto - r->cursor;
+        if (r->lost_first < 0) r->lost_first = r->cursor;
+        r->lost_last = upto - 1;
+    }
     if (low > r->cursor) r->cursor = low;
     /* Not a seek: after an offset-reset error the partition's fetcher is in an error state
      * and librdkafka refuses to seek it (_STATE); assigning it afresh restarts its fetcher. */
@@ -758,10 +772,11 @@ static PyObject *result_of(Job *job, Range *r) {
      * that were in flight then; their reports came in this call (acked_next). */
     if (r->acked_next > position) position = r->acked_next;
     if (in_flight > 0) position = r->acked_next >= 0 ? r->acked_next : r->start;
-    return Py_BuildValue("(LLLLNNNLL)", (long long)r->copied, (long long)r->skipped,
+    return Py_BuildValue("(LLLLNNNLLLL)", (long long)r->copied, (long long)r->skipped,
                          (long long)r->bytes, (long long)r->expired, runs,
                          histogram_of(job, &r->age), histogram_of(job, &r->latency),
-                         (long long)position, (long long)in_flight);
+                         (long long)position, (long long)in_flight, (long long)r->lost_first,
+                         (long long)r->lost_last);
 }
 
 static void free_ranges(Range *ranges, size_t n) {
@@ -872,6 +887,7 @@ static PyObject *Copier_copy(Copier *self, PyObject *args) {
             goto end;
         r->produced = in_flight; /* their reports come in this call */
         r->acked_next = -1;
+        r->lost_first = r->lost_last = -1;
         r->partition = partition;
         r->start = start;
         r->end = end;
