@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config import load_config
 from ferry.engine.copy.client_settings import consumer_settings, flow_group, producer_settings
@@ -21,6 +22,7 @@ from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
 from ferry.offsets.stores import RunsStore
 from ferry.policy import policy_for
+from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import (
     RECENT_MS,
     Rec,
@@ -28,11 +30,13 @@ from tests.integration.kafka_helpers import (
     create_topic,
     produce,
     read_offsets,
+    wait_for,
 )
 from tests.integration.replication_setup import origin_of, run_once, write_config
 
 PARTITIONS = 3
 PER_PARTITION = 4000
+LONG_TRANSACTIONS = {"transaction.timeout.ms": "600000"}
 
 
 def _eos_config(tmp_path: Path, clusters: dict[str, BrokerProcess], topic: str) -> Path:
@@ -190,3 +194,69 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
         assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
     everything = _origins(b, remote, expected, **{"isolation.level": "read_uncommitted"})
     assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
+
+
+def _stable_to_end(bootstrap: str, topic: str) -> bool:
+    """Every partition's last stable offset is its end: read_committed consumers read it all."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    ends: dict[Any, dict[int, int]] = {}
+    for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+        answer = admin.list_offsets(
+            dict.fromkeys(request, OffsetSpec.latest()),  # type: ignore[no-untyped-call]
+            isolation_level=level,
+            request_timeout=10,
+        )
+        ends[level] = {tp.partition: f.result().offset for tp, f in answer.items()}
+    return ends[IsolationLevel.READ_COMMITTED] == ends[IsolationLevel.READ_UNCOMMITTED]
+
+
+def test_once_fences_both_ids_of_every_partition_before_it_exits(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    """A killed lease run left transactions open under partitions' second (parity-1) ids, on a
+    partition with records to copy and on one with none. `ferry run --once` copies in batches
+    (parity 0 only); it must still fence them, or they hold B's last stable offset until the
+    60 s transaction timeout and read_committed consumers stall after --once said done."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, PARTITIONS)
+    busy = [p for p in range(PARTITIONS) if p != 2]  # partition 2 stays empty: no work
+    produce(
+        a,
+        topic_name,
+        [Rec(p, f"k{i}".encode(), b"v", (), RECENT_MS + i) for i in range(500) for p in busy],
+    )
+    config = _eos_config(tmp_path, kafka_clusters, topic_name)
+    remote = f"A.{topic_name}"
+    create_topic(b, remote, PARTITIONS)
+    cfg = load_config(config)
+    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
+    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
+    zombies = []
+    for p in (0, 2):
+        # Ten minutes, not ferry's 60 s: however slow the run, only a fence ends them.
+        zombie_settings = {**settings.for_partition(topic_name, p, 1), **LONG_TRANSACTIONS}
+        zombie = Producer(quiet(zombie_settings))
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(remote, b"half a slice", partition=p)
+        assert zombie.flush(30) == 0
+        zombies.append(zombie)
+    assert not _stable_to_end(b, remote), "the zombies' transactions hold the stable offset"
+
+    result = run_ferry("run", "-c", str(config), "--once")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Well inside any transaction timeout: only a fence ends the zombies' transactions.
+    wait_for(
+        lambda: _stable_to_end(b, remote),
+        10,
+        f"every partition of {remote} readable to its end (read_committed) after --once",
+    )
+    copied = read_offsets(b, remote, PARTITIONS, 500 * len(busy), timeout=10)
+    for p in busy:
+        origins = [Origin.from_bytes(origin_of(rec)).offset for _, rec in copied[p]]
+        assert origins == list(range(500)), f"partition {p}: exactly once"
+    for zombie in zombies:
+        with pytest.raises(KafkaException):
+            zombie.commit_transaction(10)  # fenced by the run

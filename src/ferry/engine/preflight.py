@@ -21,7 +21,7 @@ from ferry.kafka.retry import retry_unavailable
 from ferry.policy import policy_for
 from ferry.tasks.heartbeats import ensure_heartbeats_topic
 
-__all__ = ["Retrier", "check_copier", "prepare"]
+__all__ = ["Retrier", "check_copier", "fence_flow", "prepare"]
 
 
 class Retrier:
@@ -113,6 +113,41 @@ def prepare(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
                 )
 
     retrying(ready)
+
+
+def fence_flow(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
+    """An exactly-once flow about to copy in batches (`--once`, `ferry.lease.seconds = 0`):
+    every transactional id of every partition whose remote topic exists is fenced first, so
+    no transaction a killed run left open holds the target's consumers after this run copied
+    (engine/copy/fencing.py). A remote topic that does not exist yet holds none of ferry's."""
+    from ferry.engine.copy.client_settings import producer_settings
+    from ferry.engine.copy.fencing import fence_partitions
+    from ferry.engine.copy.transactional import TransactionalSettings
+    from ferry.engine.copy.types import CopyContext
+
+    source, target = config.clusters[flow.source], config.clusters[flow.target]
+    manager = TopicManager(flow, source, target, timeout=retrying.call_timeout)
+
+    def fence() -> None:
+        source_id, target_id = manager.cluster_ids()
+        existing = manager.remote_topics_present()
+        partitions = [
+            (topic, p)
+            for topic, count in sorted(manager.selected().items())
+            if manager.policy.remote_topic(flow.source, topic) in existing
+            for p in range(count)
+        ]
+        ctx = CopyContext(
+            flow.source,
+            source.bootstrap_servers,
+            source_id,
+            flow.target,
+            target.bootstrap_servers,
+            target_id,
+        )
+        fence_partitions(TransactionalSettings(producer_settings(target), ctx), partitions, ctx)
+
+    retrying(fence)
 
 
 def check_copier(flow: FlowConfig, notice: Callable[[str], None]) -> None:

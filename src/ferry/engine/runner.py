@@ -31,7 +31,7 @@ from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_signals import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
-from ferry.engine.preflight import Retrier, check_copier, prepare
+from ferry.engine.preflight import Retrier, check_copier, fence_flow, prepare
 from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
 from ferry.engine.spark.cores import available_cores
 from ferry.engine.spark.session import spark_master, start_spark
@@ -156,6 +156,9 @@ class Runner:
             for flow in self.config.enabled_flows:
                 prepare(self.config, flow, self._retrying)
                 check_copier(flow, self._notice)
+                if flow.exactly_once and (self.once or not flow.leased):
+                    # Batches start one id per partition with work; a lease starts all its own.
+                    fence_flow(self.config, flow, self._retrying)
             # The graph over real topics, before anything copies (the head start included).
             root = self.config.state_dir.resolve()
             graph = GraphWatch(

@@ -119,6 +119,10 @@ class TopicManager:
                 ends[(tp.topic, tp.partition)] = future.result().offset
         return ends
 
+    def remote_topics_present(self) -> set[str]:
+        """The topics the target has now (remote topics among them)."""
+        return set(self._metadata(self.target, self._target_admin).topics)
+
     def selected(self) -> dict[str, int]:
         """The source topics the flow copies, with their partition counts."""
         source_md = self._metadata(self.source, self._source_admin)
