@@ -64,7 +64,6 @@ def write_flow_config(
         "heartbeats.topic.replication.factor": 3,
         "emit.heartbeats.enabled": "false",
         "refresh.topics.interval.seconds": 2,
-        "refresh.groups.interval.seconds": 2,
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": 2,
         "emit.checkpoints.interval.seconds": 2,
