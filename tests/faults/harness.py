@@ -92,6 +92,7 @@ class Traffic:
     bootstrap: str
     topic: str
     rate: float = 150.0
+    generation: int = 1  # of the topic: a re-created topic's records get ids of their own
     acknowledged: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     indefinite: set[str] = field(default_factory=set)
     sent: int = 0
@@ -147,7 +148,7 @@ class Traffic:
         while not self._stop.is_set():
             due = int((time.monotonic() - began) * self.rate) - self.sent
             for _ in range(max(0, min(due, 1000))):
-                record_id = f"{self.topic}-{self.sent}"
+                record_id = f"{self.topic}-g{self.generation}-{self.sent}"
                 try:
                     producer.produce(
                         self.topic,
@@ -305,6 +306,9 @@ class FaultCase:
     traffic: dict[Mode, Traffic] = field(default_factory=dict)
     tails: dict[Mode, Tail] = field(default_factory=dict)
     healed_at: float | None = None
+    # Per mode and source partition: acknowledged records removed from the source before
+    # they were copied (finish(removed=...)).
+    gone: dict[Mode, dict[int, int]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -379,17 +383,32 @@ class FaultCase:
     def healed(self) -> None:
         self.healed_at = time.monotonic()
 
-    def finish(self, catch_up_bound: float = 240.0) -> dict[Mode, Verdict]:
+    def finish(
+        self,
+        catch_up_bound: float = 240.0,
+        removed: dict[Mode, dict[int, int]] | None = None,
+    ) -> dict[Mode, Verdict]:
         """Stop the traffic, wait until every acknowledged record is copied (the unseen count
-        reaches 0 within `catch_up_bound` of the heal), then judge each mode."""
+        reaches 0 within `catch_up_bound` of the heal), then judge each mode.
+
+        `removed`: per mode, per source partition, the log start offset a deletion moved the
+        source to; acknowledged records below it that B never got are `self.gone[mode]`, not
+        expected (ferry must report them, which the test checks)."""
         for traffic in self.traffic.values():
             traffic.stop()
         healed = self.healed_at or time.monotonic()
         verdicts: dict[Mode, Verdict] = {}
         recovery: dict[Mode, float] = {}
         for mode, traffic in self.traffic.items():
-            want = {i for recs in traffic.acknowledged.values() for _, i in recs}
             tail = self.tails[mode]
+            starts = (removed or {}).get(mode, {})
+            below = {
+                i
+                for p, recs in traffic.acknowledged.items()
+                for o, i in recs
+                if o < starts.get(p, 0)
+            }
+            want = {i for recs in traffic.acknowledged.values() for _, i in recs} - below
             left = max(1.0, healed + catch_up_bound - time.monotonic())
             wait_for(
                 lambda t=tail, w=want: t.unseen(w) == 0,  # type: ignore[misc]
@@ -401,13 +420,16 @@ class FaultCase:
             )
             recovery[mode] = time.monotonic() - healed
             copies = read_copies(self.clusters["B"].bootstrap, self.remote(mode))
-            verdicts[mode] = check(
-                {p: list(r) for p, r in traffic.acknowledged.items()},
-                (),
-                copies,
-                mode,
-                indefinite=traffic.indefinite,
-            )
+            seen = {c.id for cs in copies.values() for c in cs}
+            self.gone[mode] = {
+                p: len({i for o, i in recs if o < starts.get(p, 0)} - seen)
+                for p, recs in traffic.acknowledged.items()
+            }
+            expected = {
+                p: [(o, i) for o, i in recs if i not in below or i in seen]
+                for p, recs in traffic.acknowledged.items()
+            }
+            verdicts[mode] = check(expected, (), copies, mode, indefinite=traffic.indefinite)
         for tail in self.tails.values():
             tail.stop()
         record(self.name, verdicts, recovery)
