@@ -142,6 +142,22 @@ def test_the_fence_denies_each_writer_but_ferry_by_literal_prefixed_and_any_topi
     )
 
 
+def test_a_deny_this_switchover_recorded_before_a_kill_stays_its_own_to_take_back() -> None:
+    # A run killed between creating its DENY and recording the step: run again, the DENY
+    # exists; it is still the fence's (else a rollback would leave alice fenced for good).
+    acls = [
+        _allow("orders", "User:alice"),
+        _allow("orders", "User:bob"),
+        AclEntry("LITERAL", "orders", "User:alice", "WRITE", "DENY"),  # the killed run's
+        AclEntry("LITERAL", "orders", "User:bob", "WRITE", "DENY"),  # the operator's
+    ]
+    ours = [FenceAcl("orders", "User:alice")]
+    fence = writer_fence(acls, ["orders"], "User:ferry", "A", ours=ours)
+    assert fence.acls == (FenceAcl("orders", "User:alice"),)
+    assert fence.writers == (("orders", "User:alice"), ("orders", "User:bob"))
+    assert writer_fence(acls, ["orders"], "User:ferry", "A").acls == ()
+
+
 def test_the_fence_is_refused_where_everyone_may_write() -> None:
     fence = writer_fence([_allow("orders", "User:*")], ["orders"], "User:ferry", "A")
     assert fence.acls == ()

@@ -26,7 +26,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
@@ -238,9 +238,15 @@ class _Switchover:
                 f"ferry's principal on {self.source.alias} is not in its client settings (SASL "
                 "PLAIN or SCRAM name it): no principal is excepted from the fence"
             )
-        built = writer_fence(self.source_acls.entries(), topics, principal, self.source.alias)
+        built = writer_fence(
+            self.source_acls.entries(), topics, principal, self.source.alias, ours=record.fence
+        )
         if built.refusal is not None:
             raise FerryError(f"{built.refusal} (nothing was changed)")
+        # Recorded before they exist: a run killed after creating them finds them its own,
+        # and --rollback or the switch back takes them back.
+        pending = replace(record, fence=built.acls, writers=built.writers)
+        self.log.write_switchover(self.flow.name, pending.to_bytes())
         pairs = [(f.topic, f.principal) for f in built.acls]
         self.source_acls.create(pairs, "DENY")
         self._until(

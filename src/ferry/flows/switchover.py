@@ -237,16 +237,24 @@ class Fence:
 
 
 def writer_fence(
-    acls: Iterable[AclEntry], topics: Iterable[str], ferry_principal: str | None, cluster: str
+    acls: Iterable[AclEntry],
+    topics: Iterable[str],
+    ferry_principal: str | None,
+    cluster: str,
+    ours: Iterable[FenceAcl] = (),
 ) -> Fence:
     """The DENY WRITE ACLs that stop every writer of `topics`, ferry excepted.
 
     Kafka's authorizer lets a DENY win over any ALLOW, so a DENY for `User:*` would stop ferry
     too; instead each principal holding an ALLOW WRITE or ALL on a topic (by a literal,
     prefixed or `*` ACL) gets a literal DENY WRITE on it, any host. A principal already
-    denied WRITE on the topic needs none (and its DENY is not ferry's to take back). Refused
-    where `User:*` may write a topic: no per-principal DENY covers everyone."""
+    denied WRITE on the topic needs none (and its DENY is not ferry's to take back), unless
+    that DENY is in `ours`: recorded by this switchover before a run cut short created it; left
+    out, it would never be taken back and the writer would stay fenced after a rollback or
+    a switch back. Refused where `User:*` may write a topic: no per-principal DENY covers
+    everyone."""
     entries = list(acls)
+    mine = set(ours)
     fence: set[FenceAcl] = set()
     writers: set[tuple[str, str]] = set()
     for topic in sorted(set(topics)):
@@ -276,6 +284,7 @@ def writer_fence(
             writers.add((topic, principal))
             if principal not in denied:
                 fence.add(FenceAcl(topic, principal))
+        fence |= {f for f in mine if f.topic == topic}
     return Fence(tuple(sorted(fence)), tuple(sorted(writers)))
 
 
