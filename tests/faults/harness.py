@@ -346,6 +346,37 @@ class FaultCase:
         )
         return result.stdout + result.stderr
 
+    def rpo(self, mode: Mode) -> float | None:
+        """The worst `ferry_rpo_seconds` of the mode's topic, as its `ferry run` last measured
+        it (its state directory's rpo.json, what the gauge reads); None: not known."""
+        from ferry.config import load_config
+        from ferry.engine.flow_spec import flow_state_dir
+        from ferry.engine.flow_state import FlowState
+        from ferry.engine.rpo_watch import read_rpo
+
+        config = load_config(self.runs[mode].config)
+        [flow] = config.enabled_flows
+        measured = read_rpo(FlowState(flow_state_dir(config.state_dir.resolve(), flow)))
+        mine = [v for k, v in measured.partitions.items() if k.startswith(f"{self.topic(mode)}:")]
+        if measured.at is None or not mine or any(v is None for v in mine):
+            return None
+        return max(v for v in mine if v is not None)
+
+    def rpo_during(self, mode: Mode, seconds: float) -> list[float]:
+        """The mode's RPO sampled every second for `seconds` (the fault's length): the known
+        values."""
+        samples = []
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            value = self.rpo(mode)
+            if value is not None:
+                samples.append(value)
+            time.sleep(1.0)  # the sampling period, not a wait for a condition
+        return samples
+
+    def assert_rpo_back_to_zero(self, mode: Mode, timeout: float = 120.0) -> None:
+        wait_for(lambda: self.rpo(mode) == 0.0, timeout, f"{mode}: ferry_rpo_seconds back to 0")
+
     def topic(self, mode: Mode) -> str:
         return f"{self.runs[mode].prefix}{self.name}"
 
