@@ -7,14 +7,14 @@
 #
 #   CI_STRESS_RUNS     the make targets, in order (default: test test test test-processes
 #                      test-cluster secure-test test-topologies test-api test-monitor-audit
-#                      test-dr test-scale); e.g. "unit"
+#                      test-dr test-scale test-faults); e.g. "unit"
 #                      for a quick check of this script
 #   CI_STRESS_BURNERS  how many CPU burners (default 2)
 #   CI_REPORTS         where each run's JUnit XML report goes (default artifacts/ci-stress),
 #                      as <dir>/<n>-<target>/<target>.xml
 set -uo pipefail
 cd "$(dirname "$0")/.."
-read -r -a runs <<<"${CI_STRESS_RUNS:-test test test test-processes test-cluster secure-test test-topologies test-api test-monitor-audit test-dr test-scale}"
+read -r -a runs <<<"${CI_STRESS_RUNS:-test test test test-processes test-cluster secure-test test-topologies test-api test-monitor-audit test-dr test-scale test-faults}"
 burners=${CI_STRESS_BURNERS:-2}
 reports="${CI_REPORTS:-$PWD/artifacts/ci-stress}"
 rm -rf "$reports"
