@@ -14,7 +14,9 @@ the source found in its remote heartbeats topic on the target (`A.heartbeats` on
 and bytes are what `ferry run` counted on this machine (its state directory), and so are the
 records the source removed (retention, DeleteRecords) before ferry copied them, per partition
 with their offsets: a gap on the target no copy can fill.
-A cluster that does not answer leaves its figures null and says why; the rest is reported.
+A cluster that does not answer leaves its figures null and says why (if it answers metadata,
+which partitions are below min.insync.replicas or leaderless: `ferry.ops.cluster_health`); the
+rest is reported.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
+from ferry.ops.cluster_health import DIAGNOSIS_SECONDS, Explainer
 from ferry.policy import policy_for
 
 __all__ = [
@@ -189,6 +192,8 @@ def flow_status(
     state = FlowState(flow_state_dir(config.state_dir.resolve(), flow))
     stats = state.stats()
     errors: list[str] = []
+    # An unavailable cluster that still answers metadata: say which partitions make it wait.
+    explain = Explainer((source, target), min(timeout, DIAGNOSIS_SECONDS)).lines
     latency: int | None = None
     remote = policy.remote_topic(flow.source, policy.heartbeats_topic())
     try:
@@ -196,7 +201,7 @@ def flow_status(
         if newest is not None:
             latency = max(0, int(clock() * 1000) - newest)
     except FerryError as exc:
-        errors.append(str(exc))
+        errors.extend(explain(exc))
     partitions: list[PartitionStatus] = []
     lag: int | None = None
     rpo: float | None = None
@@ -210,7 +215,7 @@ def flow_status(
         lag = sum(p.lag for p in partitions)
         rpo = flow_rpo(rpos.values())
     except FerryError as exc:
-        errors.append(str(exc))
+        errors.extend(explain(exc))
     return FlowStatus(
         flow.name,
         latency,
