@@ -36,6 +36,8 @@ def fault_clusters(fault_dir: Path) -> Iterator[dict[str, LocalCluster]]:
     directory = fault_dir / "clusters"
     # Through the command line an operator rehearsing failures uses.
     args = ["local", "up", "--clusters", "A,B", "--brokers", "3", "--link-proxy", "--json"]
+    # Six JVMs starting at once on 2 cores beside other suites' processes: minutes, not 120 s.
+    args += ["--timeout", "420"]
     for key, value in FAULT_BROKER.items():
         args += ["--set", f"{key}={value}"]
     result = run_ferry(*args, "--dir", str(directory))

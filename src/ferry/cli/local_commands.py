@@ -67,6 +67,10 @@ def local_up(
             "new topics at replication factor 3 with min.insync.replicas 2",
         ),
     ] = 1,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Seconds to wait for each cluster to answer with all its nodes"),
+    ] = 120.0,
     link_proxy: Annotated[
         bool,
         typer.Option(
@@ -95,6 +99,7 @@ def local_up(
         security=security,  # type: ignore[arg-type]  # checked against MODES above
         brokers=brokers,
         link=link_proxy,
+        timeout=timeout,
     )
     state_file = Path(directory or local.default_dir()) / local.STATE_FILE
     if as_json:

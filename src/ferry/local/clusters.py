@@ -284,11 +284,16 @@ def kill_node(directory: Path | None, alias: str, node_id: int, sig: signal.Sign
 
 
 def start_node(
-    directory: Path | None, alias: str, node_id: int, *, heap: str = DEFAULT_HEAP
+    directory: Path | None,
+    alias: str,
+    node_id: int,
+    *,
+    heap: str = DEFAULT_HEAP,
+    timeout: float = 240.0,
 ) -> LocalCluster:
     """Start a killed or stopped node again on its ports and data, and remember its new pid."""
     directory, state = _cluster(directory, alias)
-    state[alias].start_node(node_id, heap=heap)
+    state[alias].start_node(node_id, heap=heap, timeout=timeout)
     write_state(directory, state)
     return state[alias]
 
