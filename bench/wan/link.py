@@ -2,10 +2,10 @@
 direction shared by every connection, and a TCP window per connection (`bench.wan.model`).
 
 `WanLink` listens on 127.0.0.1 and forwards every connection to 127.0.0.1:`target_port`. It
-runs its own asyncio loop in a background thread, started by `start()` and ended by `stop()`
-(or as a context manager); `LinkProcess` runs one in a process of its own. Bytes taken from a
-sender wait in the sender's socket while the window is full, so the sender feels the link as
-it would a real one.
+runs its own asyncio loop in a background thread (`ferry.local.loop_thread.LoopThread`), started
+by `start()` and ended by `stop()` (or as a context manager); `LinkProcess` runs one in a
+process of its own. Bytes taken from a sender wait in the sender's socket while the window is
+full, so the sender feels the link as it would a real one.
 """
 
 from __future__ import annotations
@@ -13,20 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
-import threading
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from bench.wan.model import Direction, Window, Windows
+from ferry.local.loop_thread import LoopThread
 
 __all__ = ["LinkProcess", "LinkSpec", "WanLink", "parse_links"]
 
 CHUNK = 256 * 1024  # the most one read takes: how finely the link schedules a busy sender
 _BUFFER_LIMIT = 4 * 1024 * 1024
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,12 +57,14 @@ def parse_links(text: str) -> list[LinkSpec]:
     return links
 
 
-class WanLink:
-    """The proxy. `to_server` / `to_client` count every byte that crossed each way."""
+class WanLink(LoopThread):
+    """The proxy. `to_server` / `to_client` count every byte that crossed each way. `stop()`
+    closes the listener and every connection."""
 
     def __init__(
         self, target_port: int, spec: LinkSpec, windows: Windows, listen_port: int = 0
     ) -> None:
+        super().__init__("wan-link")
         self.target_port = target_port
         self.spec = spec
         self.windows = windows
@@ -72,59 +72,23 @@ class WanLink:
         self.to_server = Direction(spec.bandwidth, spec.rtt / 2)
         self.to_client = Direction(spec.bandwidth, spec.rtt / 2)
         self.connections = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
 
     # --- from the caller's thread -----------------------------------------------------------
 
-    def start(self) -> WanLink:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="wan-link", daemon=True)
-        self._thread.start()
-        self._server = self._call(self._listen())
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self
-
-    def stop(self) -> None:
-        """Close the listener and every connection; the thread ends."""
-        if self._loop is None or self._thread is None:
-            return
-        with contextlib.suppress(Exception):
-            self._call(self._close(), timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self._loop.close()
-        self._loop = None
-        self._thread = None
-
-    def __enter__(self) -> WanLink:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def counts(self) -> tuple[int, int]:
         """(bytes to the server, bytes to the client) so far."""
         return self.to_server.bytes, self.to_client.bytes
 
-    def _call(self, coroutine: Awaitable[T], timeout: float = 30) -> T:
-        assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
-        return future.result(timeout)
-
     # --- in the link's loop -----------------------------------------------------------------
 
-    async def _listen(self) -> asyncio.Server:
-        return await asyncio.start_server(
+    async def _open(self) -> None:
+        self._server = await asyncio.start_server(
             self._accept, "127.0.0.1", self.port, limit=_BUFFER_LIMIT, reuse_address=True
         )
+        self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _close(self) -> None:
         if self._server is not None:

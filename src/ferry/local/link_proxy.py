@@ -36,17 +36,16 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import psutil
 
 from ferry.errors import LocalClusterError
+from ferry.local.loop_thread import LoopThread
 
 __all__ = [
     "COMMANDS",
@@ -72,7 +71,6 @@ _CHUNK = 64 * 1024
 # sender fill the proxy's memory instead of its own socket buffer.
 _QUEUE_CHUNKS = 128
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on with 0 s: close() sends RST, not FIN
-T = TypeVar("T")
 # The proxy processes this process started, kept so that each is reaped by its own Popen (at
 # `stop`) rather than left to Popen.__del__, which warns about a child still running.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -119,21 +117,21 @@ def _reset(writer: asyncio.StreamWriter | None) -> None:
     writer.transport.abort()
 
 
-class LinkProxy:
+class LinkProxy(LoopThread):
     """The proxy: `start()`/`stop()` or a context manager; `set_mode` from any thread. With a
-    `control_port` it also answers the line protocol of the module's doc there."""
+    `control_port` it also answers the line protocol of the module's doc there. `stop()` closes
+    the listeners and resets every connection."""
 
     def __init__(self, routes: Mapping[int, int], *, control_port: int | None = None) -> None:
         if not routes:
             raise ValueError("a link proxy needs at least one route")
+        super().__init__("link-proxy")
         self.routes = {_port(listen): _port(target) for listen, target in routes.items()}
         self.control_port = control_port
         self._mode: Mode = "open"
         self._delay = 0.0  # seconds, each way
         self._total = 0
         self._connections: set[_Connection] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._servers: list[asyncio.Server] = []
         self._gate = asyncio.Event()  # set while open: bytes, connections and FINs pass
 
@@ -174,46 +172,9 @@ class LinkProxy:
         """Open, no delay: held bytes are delivered and connections carry on."""
         self.set_mode("open")
 
-    def start(self) -> LinkProxy:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="link-proxy", daemon=True)
-        self._thread.start()
-        try:
-            self._call(self._listen())
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        """Close the listeners and reset every connection; the thread ends."""
-        if self._loop is None or self._thread is None:
-            return
-        with contextlib.suppress(Exception):
-            self._call(self._close(), timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self._loop.close()
-        self._loop = None
-        self._thread = None
-
-    def __enter__(self) -> LinkProxy:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def _call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30) -> T:
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
-
     # --- in the proxy's loop -----------------------------------------------------------------
 
-    async def _listen(self) -> None:
+    async def _open(self) -> None:
         self._gate = asyncio.Event()  # one per loop: an Event belongs to the loop it waits in
         self._apply_gate()
         ports: list[tuple[int, _Handler]] = [
