@@ -215,8 +215,15 @@ def test_delay_adds_at_least_the_delay_each_way(proxy: tuple[LinkProxy, int]) ->
 
 def test_a_route_to_a_closed_port_resets_the_client() -> None:
     port = _free_port()
-    with LinkProxy({port: _free_port()}), _connect(port) as sock:
-        _assert_ended(sock)
+    with LinkProxy({port: _free_port()}):
+        try:
+            sock = _connect(port)
+        except ConnectionResetError:
+            # The reset can arrive before a connect with a timeout (non-blocking, then
+            # polled) reads its result: the client was reset all the same.
+            return
+        with sock:
+            _assert_ended(sock)
 
 
 def test_bad_modes_and_routes_are_refused() -> None:
