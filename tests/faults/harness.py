@@ -346,6 +346,15 @@ class FaultCase:
         )
         return result.stdout + result.stderr
 
+    def delete_source_topics(self) -> None:
+        """The case's topics on A (their copies stay on B)."""
+        admin = AdminClient(quiet({"bootstrap.servers": self.clusters["A"].bootstrap}))
+        present = set(admin.list_topics(timeout=30).topics)
+        names = [self.topic(m) for m in self.runs if self.topic(m) in present]
+        if names:
+            for future in admin.delete_topics(names).values():
+                future.result(60)
+
     def rpo(self, mode: Mode) -> float | None:
         """The worst `ferry_rpo_seconds` of the mode's topic, as its `ferry run` last measured
         it (its state directory's rpo.json, what the gauge reads); None: not known."""
