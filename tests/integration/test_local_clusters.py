@@ -12,12 +12,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import (
-    BrokerProcess,
     NodePlan,
     _server_properties,
     format_storage,
     start_broker,
 )
+from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import RECENT_MS, Rec, create_topic, produce, read_all
 
@@ -54,7 +54,7 @@ def test_local_up_json_gives_working_clusters_and_down_leaves_nothing(tmp_path: 
     addresses = json.loads(up.stdout)
     assert sorted(addresses) == ["X", "Y"]
     state = json.loads((directory / "clusters.json").read_text())
-    brokers = [BrokerProcess(**entry) for entry in state.values()]
+    brokers = [LocalCluster.from_json(alias, entry) for alias, entry in state.items()]
     try:
         for alias, bootstrap in addresses.items():
             assert bootstrap.startswith("127.0.0.1:")
