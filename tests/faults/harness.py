@@ -95,6 +95,7 @@ class Traffic:
     generation: int = 1  # of the topic: a re-created topic's records get ids of their own
     acknowledged: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     indefinite: set[str] = field(default_factory=set)
+    unplaced: set[str] = field(default_factory=set)
     sent: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -126,8 +127,25 @@ class Traffic:
         with self._lock:
             if err is not None:
                 self.indefinite.add(record_id)
+            elif msg.offset() is None or msg.offset() < 0:
+                # Acknowledged without an offset: an idempotent retry the broker already held
+                # (DUPLICATE_SEQUENCE_NUMBER, seen across leader moves). `resolve` finds it.
+                self.unplaced.add(record_id)
             else:
                 self.acknowledged.setdefault(msg.partition(), []).append((msg.offset(), record_id))
+
+    def resolve(self) -> None:
+        """Place the records acknowledged without an offset by reading the source topic."""
+        if not self.unplaced:
+            return
+        found = source_positions(self.bootstrap, self.topic, self.unplaced)
+        missing = sorted(self.unplaced - set(found))
+        assert not missing, f"acknowledged records not on the source {self.topic}: {missing[:5]}"
+        for record_id, (partition, offset) in found.items():
+            self.acknowledged.setdefault(partition, []).append((offset, record_id))
+        for records in self.acknowledged.values():
+            records.sort()
+        self.unplaced.clear()
 
     def _run(self) -> None:
         producer = Producer(
@@ -219,6 +237,40 @@ def read_copies(bootstrap: str, topic: str, committed: bool = True) -> dict[int,
         return copies
     finally:
         consumer.close()
+
+
+def source_positions(bootstrap: str, topic: str, ids: set[str]) -> dict[str, tuple[int, int]]:
+    """Where each of `ids` sits in the source topic: id -> (partition, offset)."""
+    consumer = Consumer(
+        quiet(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"fault-source-{time.monotonic_ns()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+    )
+    found: dict[str, tuple[int, int]] = {}
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        done: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(done) < len(partitions) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    done.add(msg.partition())
+                continue
+            record_id = msg.key().decode()
+            if record_id in ids:
+                found[record_id] = (msg.partition(), msg.offset())
+    finally:
+        consumer.close()
+    return found
 
 
 @dataclass
@@ -436,6 +488,7 @@ class FaultCase:
         expected (ferry must report them, which the test checks)."""
         for traffic in self.traffic.values():
             traffic.stop()
+            traffic.resolve()
         healed = self.healed_at or time.monotonic()
         verdicts: dict[Mode, Verdict] = {}
         recovery: dict[Mode, float] = {}

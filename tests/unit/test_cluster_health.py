@@ -163,7 +163,10 @@ class FakeAdmin:
         if self.metadata is None:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
         topics = {t: SimpleNamespace(partitions=ps) for t, ps in self.metadata.items()}
-        return SimpleNamespace(brokers={2: object()}, topics=topics)
+        broker = SimpleNamespace(host="127.0.0.1", port=9092)
+        return SimpleNamespace(
+            brokers={2: broker}, topics=topics, orig_broker_name="127.0.0.1:9092/2"
+        )
 
     def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Any]:
         futures = {}
@@ -199,3 +202,40 @@ def test_diagnose_says_nothing_of_a_cluster_that_answers_no_metadata(
     monkeypatch.setattr(clients, "admin_client", lambda _settings: healthy)
     assert diagnose(cluster("B"), 0.1) is None
     assert healthy.described == []
+
+
+def test_brokers_listed_but_silent_are_named_when_no_partition_looks_short() -> None:
+    # The quorum lost with 2 of 3 combined nodes: nothing can shrink an ISR, so the metadata
+    # still shows every partition whole; only the brokers' silence tells.
+    whole = {"A.orders": {0: OK}}
+    text = describe_health("B", [1, 2, 3], whole, {}, silent=[3, 2])
+    assert text is not None
+    assert text.startswith("cluster B answers, but 2 brokers of the 3 it lists (2, 3) do not")
+    assert "min.insync.replicas" in text and "NOT_ENOUGH_REPLICAS" in text
+    assert describe_health("B", [1, 2, 3], whole, {}, silent=[]) is None
+
+
+def test_diagnose_asks_each_listed_broker_at_its_own_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Whole(FakeAdmin):
+        def __init__(self, address: str) -> None:
+            super().__init__({"t": {0: OK}}, {})
+            self.address = address
+
+        def list_topics(self, timeout: float = -1) -> Any:
+            if self.address in ("127.0.0.1:9002", "127.0.0.1:9003"):
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+            brokers = {n: SimpleNamespace(host="127.0.0.1", port=9000 + n) for n in (1, 2, 3)}
+            topics = {t: SimpleNamespace(partitions=ps) for t, ps in (self.metadata or {}).items()}
+            return SimpleNamespace(
+                brokers=brokers, topics=topics, orig_broker_name=f"{self.address}/1"
+            )
+
+    monkeypatch.setattr(
+        clients,
+        "admin_client",
+        lambda settings: Whole(settings.get("bootstrap.servers", "127.0.0.1:9001")),
+    )
+    text = diagnose(cluster("B"), 1.0)
+    assert text is not None and "of the 3 it lists (2, 3) do not" in text

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -118,12 +119,26 @@ def describe_health(
     metadata: Metadata,
     min_isr: Mapping[str, int],
     examples: int = MAX_EXAMPLES,
+    silent: Iterable[int] = (),
 ) -> str | None:
     """One sentence saying why writes and offset commits on `alias` wait, or None when no
-    partition is short. `listed`: the brokers the metadata lists (the live ones); the cluster's
-    size is taken as every broker listed or named as a replica (at least the highest
-    replication factor)."""
+    partition is short and every broker answers. `listed`: the brokers the metadata lists;
+    the cluster's size is taken as every broker listed or named as a replica (at least the
+    highest replication factor). `silent`: listed brokers that do not answer at their own
+    address. With its controller quorum lost, a cluster cannot shrink an ISR or fence a dead
+    broker, so its metadata still shows them whole: only asking each broker tells."""
     short = shortfalls(metadata, min_isr)
+    quiet = sorted(set(silent))
+    if quiet and not short:
+        listed_ids = sorted(set(listed))
+        return (
+            f"cluster {alias} answers, but {_count(len(quiet), 'broker', 'brokers')} of the "
+            f"{len(listed_ids)} it lists ({', '.join(map(str, quiet))}) "
+            f"{'does' if len(quiet) == 1 else 'do'} not: partitions led there have no leader "
+            "until another takes over, and partitions with fewer in-sync replicas left than "
+            "min.insync.replicas take no writes or offset commits (NOT_ENOUGH_REPLICAS) until "
+            "the brokers are back; ferry waits and retries, nothing is lost"
+        )
     if not short:
         return None
     up = sorted(set(listed))
@@ -170,7 +185,32 @@ def diagnose(cluster: ClusterConfig, timeout: float) -> str | None:
         min_isr = _min_insync(admin, topics_to_describe(metadata), deadline)
     except (KafkaException, TimeoutError):  # no metadata: truly unreachable, nothing to add
         return None
-    return describe_health(cluster.alias, answer.brokers, metadata, min_isr)
+    silent = _silent_brokers(cluster, answer.brokers, deadline)
+    return describe_health(cluster.alias, answer.brokers, metadata, min_isr, silent=silent)
+
+
+def _silent_brokers(
+    cluster: ClusterConfig, brokers: Mapping[int, Any], deadline: float
+) -> list[int]:
+    """The listed brokers that answer no metadata request at their own address by `deadline`
+    (each asked by a client of its own, in parallel)."""
+
+    def answers(broker: Any) -> bool:
+        address = f"{broker.host}:{broker.port}"
+        admin = clients.admin_client(
+            {**cluster.admin_config(), "bootstrap.servers": address, "log_level": 0}
+        )
+        try:
+            answer = admin.list_topics(timeout=max(0.5, deadline - time.monotonic()))
+        except KafkaException:
+            return False
+        return str(answer.orig_broker_name).split("/")[0] == address
+
+    if not brokers:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(brokers))) as pool:
+        results = dict(zip(brokers, pool.map(answers, brokers.values()), strict=True))
+    return sorted(b for b, ok in results.items() if not ok)
 
 
 def _min_insync(admin: Any, topics: list[str], deadline: float) -> dict[str, int]:
