@@ -40,12 +40,19 @@ PARTITIONS = 3
 RESULTS = Path("artifacts/faults/results.jsonl")
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:
-    """Poll `condition` until it holds; fail naming `what` did not happen."""
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str | Callable[[], str],
+    poll: float = 0.2,
+) -> None:
+    """Poll `condition` until it holds; fail naming `what` did not happen (a callable is asked
+    at the deadline, so counts in it are the final ones)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
+            said = what() if callable(what) else what
+            raise AssertionError(f"{said} did not happen within {timeout:.0f}s")
         time.sleep(poll)
 
 
@@ -461,7 +468,7 @@ class FaultCase:
         for tail in self.tails.values():
             tail.stop()
 
-    def await_copies(self, at_least: int = 200, timeout: float = 180.0) -> None:
+    def await_copies(self, at_least: int = 200, timeout: float = 300.0) -> None:
         """Both flows copy `at_least` more records than they have now."""
         for mode in self.runs:
             base = self.copied(mode)
@@ -506,9 +513,11 @@ class FaultCase:
             wait_for(
                 lambda t=tail, w=want: t.unseen(w) == 0,  # type: ignore[misc]
                 left,
-                f"{mode}: every one of {len(want)} acknowledged records of {self.topic(mode)} "
-                f"readable on B ({tail.unseen(want)} unseen; bound {catch_up_bound:.0f}s after "
-                "the fault healed)",
+                lambda t=tail, w=want, m=mode: (  # type: ignore[misc]
+                    f"{m}: every one of {len(w)} acknowledged records of {self.topic(m)} "
+                    f"readable on B ({t.unseen(w)} unseen; bound {catch_up_bound:.0f}s after "
+                    "the fault healed)"
+                ),
                 poll=0.5,
             )
             recovery[mode] = time.monotonic() - healed
