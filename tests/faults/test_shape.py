@@ -31,6 +31,7 @@ def _in_batches(admin: AdminClient, call: str, items: list, size: int = 100) -> 
             future.result(300)
 
 
+@pytest.mark.faults_extended
 def test_a_thousand_topics_most_of_them_empty(
     fault_dir: Path, fault_clusters: dict[str, LocalCluster], tmp_path: Path
 ) -> None:
