@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ferry.errors import LocalClusterError
-from ferry.local.broker import _server_properties
+from ferry.local.broker import NodePlan, _server_properties
 from ferry.local.clusters import parse_cluster_settings
 
 
@@ -42,7 +42,10 @@ def test_bad_settings_are_refused_with_the_setting_named(setting: str, message: 
 
 def test_overrides_can_use_the_ports_chosen_at_start() -> None:
     props = _server_properties(
-        Path("/x"), 9000, 9001, {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"}
+        Path("/x"),
+        NodePlan(1, "broker,controller", 9000, 9001),
+        {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"},
+        None,
     )
     assert props["listeners"] == "SASL_PLAINTEXT://127.0.0.1:9000"
     assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:9001"

@@ -21,7 +21,7 @@ from bench.wan.link import LinkSpec, parse_links
 from bench.wan.model import OsBuffers, Windows
 from bench.wan.report import chart, floors, markdown, merge_runs
 
-from ferry.local.broker import _server_properties
+from ferry.local.broker import NodePlan, _server_properties
 
 OS = OsBuffers(explicit_max=4_194_304, autotune_max=33_554_432)
 
@@ -103,7 +103,8 @@ def test_mm2_defaults_leave_the_source_consumer_alone() -> None:
 
 
 def test_the_wan_listener_is_advertised_at_the_link(tmp_path: Path) -> None:
-    props = _server_properties(tmp_path, 9092, 9093, wan_overrides(9100, 9200))
+    plan = NodePlan(1, "broker,controller", 9092, 9093)
+    props = _server_properties(tmp_path, plan, wan_overrides(9100, 9200), None)
     assert props["listeners"].endswith(",WAN://127.0.0.1:9100")
     assert props["advertised.listeners"] == (
         "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,WAN://127.0.0.1:9200"
