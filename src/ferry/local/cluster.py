@@ -170,8 +170,12 @@ class LocalCluster:
             node.send(sig)
 
     def to_json(self) -> dict[str, object]:
+        # `client` and `admin` repeat what `ferry local up --json` printed, whole-cluster
+        # bootstrap included, for whoever reads the state file; `from_json` reads the nodes.
         return {
             "alias": self.alias,
+            "client": self.client,
+            "admin": self.admin,
             "nodes": [node.to_json() for node in self.nodes],
             "link": self.link,
         }
