@@ -79,6 +79,15 @@ def local_up(
             "ports on a LINK listener): `ferry local link` cuts, black-holes or delays it",
         ),
     ] = False,
+    schema_registry: Annotated[
+        bool,
+        typer.Option(
+            "--schema-registry",
+            help="Also start one schema registry (Apicurio Registry, Confluent-compatible API) "
+            "per cluster on 127.0.0.1; --json then prints each cluster's settings with "
+            "schema.registry.url",
+        ),
+    ] = False,
 ) -> None:
     """Start one Kafka cluster (of --brokers nodes) per alias and wait until each answers."""
     from ferry.errors import LocalClusterError
@@ -102,8 +111,23 @@ def local_up(
         timeout=timeout,
     )
     state_file = Path(directory or local.default_dir()) / local.STATE_FILE
+    registries = {}
+    if schema_registry:
+        from ferry.local.schema_registry import start_registries
+
+        where = Path(directory or local.default_dir()).resolve()
+        registries = {a: r.url for a, r in start_registries(aliases, where).items()}
     if as_json:
-        if security == "plaintext":
+        if schema_registry:
+            print(
+                json.dumps(
+                    {
+                        alias: {**b.client_settings, "schema.registry.url": registries[alias]}
+                        for alias, b in started.items()
+                    }
+                )
+            )
+        elif security == "plaintext":
             print(json.dumps({alias: b.bootstrap for alias, b in started.items()}))
         else:
             print(json.dumps({alias: b.client_settings for alias, b in started.items()}))
@@ -113,6 +137,8 @@ def local_up(
         out.print(styled("cluster ", (alias, "bold"), f": {cluster.bootstrap}  (pid {pids})"))
         if cluster.link:
             out.print(f"  through its link proxy: {cluster.link_bootstrap}")
+        if alias in registries:
+            out.print(f"  schema registry: {registries[alias]}")
     if security != "plaintext":
         out.print(
             f"security {security}: principal 'ferry' (the ACLs of a source and a target) and "
@@ -136,7 +162,8 @@ def local_down(
 @local_app.command("nodes")
 def local_nodes(directory: DirOption = None, as_json: JsonOption = False) -> None:
     """Every node of the clusters `ferry local up` started in DIR: cluster, node id, pid,
-    listener, roles, and whether it runs."""
+    listener, roles, and whether it runs; and their schema registries (node
+    `schema-registry`, the registry's URL as its listener)."""
     from ferry.local import clusters as local
 
     rows = []
@@ -153,6 +180,20 @@ def local_nodes(directory: DirOption = None, as_json: JsonOption = False) -> Non
             if node.proxy_port:
                 row["link_listener"] = f"127.0.0.1:{node.proxy_port}"
             rows.append(row)
+    from ferry.local.schema_registry import read_registries
+
+    for alias, registry in read_registries((directory or local.default_dir()).resolve()).items():
+        alive = registry.is_running()
+        rows.append(
+            {
+                "cluster": alias,
+                "node": "schema-registry",
+                "pid": registry.pid if alive else None,
+                "listener": registry.url,
+                "roles": ["schema-registry"],
+                "alive": alive,
+            }
+        )
     if as_json:
         print(json.dumps(rows))
         return
@@ -243,7 +284,12 @@ def local_link(
 
 
 @local_app.command("provision")
-def local_provision() -> None:
+def local_provision(
+    schema_registry: Annotated[
+        bool,
+        typer.Option("--schema-registry", help="Also fetch Apicurio Registry (the local registry)"),
+    ] = False,
+) -> None:
     """Fetch the pinned Apache Kafka jars and Spark's Kafka connector from Maven Central into
     the cache (once)."""
     from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
@@ -253,6 +299,11 @@ def local_provision() -> None:
     out.print(f"Apache Kafka {KAFKA_VERSION}: {home}")
     connector = ensure_spark_kafka(quiet=False)
     out.print(f"Spark's Kafka connector {SPARK_KAFKA_VERSION}: {connector}")
+    if schema_registry:
+        from ferry.local.schema_registry import APICURIO_VERSION, ensure_apicurio
+
+        registry = ensure_apicurio(quiet=False)
+        out.print(f"Apicurio Registry {APICURIO_VERSION}: {registry}")
 
 
 def demo(

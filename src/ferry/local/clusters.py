@@ -233,10 +233,14 @@ def _start(
 
 
 def down(directory: Path | None = None, *, keep_data: bool = False) -> list[str]:
-    """Stop every broker `up` started in `directory`; returns the aliases stopped."""
+    """Stop every broker `up` started in `directory`, and the schema registries started beside
+    them (`ferry.local.schema_registry`); returns the aliases stopped."""
+    from ferry.local.schema_registry import stop_registries
+
     directory = (directory or default_dir()).resolve()
     state = read_state(directory)
     stopped = []
+    registries = stop_registries(directory) if directory.exists() else []
     for alias, cluster in state.items():
         if cluster.any_running():
             cluster.stop()
@@ -244,6 +248,7 @@ def down(directory: Path | None = None, *, keep_data: bool = False) -> list[str]
         _stop_link(cluster)
         if not keep_data:
             shutil.rmtree(directory / alias, ignore_errors=True)
+    stopped += [f"{alias} schema registry" for alias in registries]
     (directory / STATE_FILE).unlink(missing_ok=True)
     if not keep_data and directory.exists() and not any(directory.iterdir()):
         directory.rmdir()
