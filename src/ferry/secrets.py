@@ -37,17 +37,17 @@ HIDDEN = "[hidden]"
 # Setting names whose values are secret, librdkafka's and the Java clients' spellings alike:
 # sasl.password, sasl.jaas.config, ssl.key.password, ssl.keystore.password, ssl.key.pem,
 # sasl.oauthbearer.client.secret, sasl.oauthbearer.config (may hold a token), Java's inline
-# ssl.keystore.key, ...
+# ssl.keystore.key, a schema registry's basic.auth.user.info (`user:password`), ...
 _SECRET_KEY = re.compile(
     r"password|passphrase|secret|jaas|token|credential|key\.pem|private\.key|keystore\.key|"
-    r"oauthbearer\.config",
+    r"oauthbearer\.config|user\.info",
     re.IGNORECASE,
 )
 # Spark masks a setting or data source option (in its log, event log and UI) when its name or
 # its value matches this; Spark's default misses sasl.jaas.config and ssl.key.pem.
 SPARK_REDACTION_REGEX = (
     r"(?i)secret|password|passphrase|token|access[.]?key|jaas|credential|key\.pem|"
-    r"private\.key|keystore\.key|oauthbearer\.config"
+    r"private\.key|keystore\.key|oauthbearer\.config|user\.info"
 )
 SPARK_OPTIONS_REDACTION_REGEX = r"(?i)url|" + SPARK_REDACTION_REGEX.removeprefix("(?i)")
 

@@ -36,6 +36,18 @@ def test_without_an_action_the_message_is_the_code_and_text() -> None:
     assert str(caught.value) == "cluster A (a:9092) is unreachable: _TRANSPORT: Connection refused"
 
 
+def test_a_future_with_no_answer_in_time_is_unavailable_not_a_crash() -> None:
+    from concurrent.futures import Future
+
+    never: Future[None] = Future()
+    with pytest.raises(KafkaUnavailableError) as caught, kafka_errors(A, "create topic"):
+        never.result(0.01)
+    assert str(caught.value) == (
+        "cluster A (a:9092) is unreachable: could not create topic: no answer in time"
+    )
+    assert isinstance(caught.value.__cause__, TimeoutError)
+
+
 def test_a_refusal_without_a_fix_is_unavailable_too() -> None:
     with pytest.raises(KafkaUnavailableError) as caught, kafka_errors(A, "list topics"):
         _raise(KafkaError.TOPIC_AUTHORIZATION_FAILED)

@@ -10,6 +10,8 @@ from enum import Enum
 
 __all__ = [
     "FILTER_CLASS_KEYS",
+    "SCHEMA_REGISTRY_KEYS",
+    "SCHEMA_REGISTRY_PREFIX",
     "FLOW_KEYS",
     "IGNORED_KEYS",
     "IGNORED_PREFIXES",
@@ -57,6 +59,7 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "config.properties.exclude": ("config_properties_exclude", Kind.REGEX_LIST),
     "config.properties.blacklist": ("config_properties_exclude", Kind.REGEX_LIST),
     "exactly.once.source.support": ("exactly_once_source_support", Kind.EOS),
+    "sync.schemas.enabled": ("sync_schemas_enabled", Kind.BOOL),
     "replication.factor": ("replication_factor", Kind.REPLICATION_FACTOR),
     "heartbeats.topic.replication.factor": (
         "heartbeats_topic_replication_factor",
@@ -85,6 +88,31 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "ferry.lease.seconds": ("lease_seconds", Kind.INT),
     "ferry.head.start.enabled": ("head_start_enabled", Kind.BOOL),
     "ferry.commit.interval.ms": ("commit_interval_ms", Kind.POSITIVE_INT),
+}
+
+# `A.schema.registry.<key>`: the cluster's schema registry, in the names confluent-kafka's
+# SchemaRegistryClient takes (ferry hands them to it unchanged), with what each is.
+SCHEMA_REGISTRY_PREFIX = "schema.registry."
+SCHEMA_REGISTRY_KEYS: dict[str, str] = {
+    "url": "the registry's Confluent-compatible API, e.g. http://host:8081 (comma-separated: "
+    "several, tried in turn)",
+    "basic.auth.user.info": "HTTP basic auth, `user:password` (secret)",
+    "basic.auth.credentials.source": "`USER_INFO` (the default: basic.auth.user.info)",
+    "bearer.auth.credentials.source": "`STATIC_TOKEN` (bearer.auth.token) or `OAUTHBEARER` "
+    "(the client credentials below)",
+    "bearer.auth.token": "a static bearer token (secret)",
+    "bearer.auth.logical.cluster": "the registry's logical cluster (Confluent Cloud)",
+    "bearer.auth.identity.pool.id": "the identity pool (Confluent Cloud)",
+    "bearer.auth.client.id": "OAuth client id",
+    "bearer.auth.client.secret": "OAuth client secret (secret)",
+    "bearer.auth.scope": "OAuth scope",
+    "bearer.auth.issuer.endpoint.url": "OAuth token endpoint",
+    "ssl.ca.location": "CA certificate file (or directory) the registry's certificate is "
+    "checked against",
+    "ssl.certificate.location": "client certificate (mutual TLS)",
+    "ssl.key.location": "client key (mutual TLS)",
+    "ssl.key.password": "the client key's password (secret)",
+    "timeout": "seconds an HTTP request may take",
 }
 
 POLICY_KEYS = ("replication.policy.class", "replication.policy.separator", "topic.rename.format")

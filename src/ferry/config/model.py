@@ -42,6 +42,10 @@ class ClusterConfig(_Frozen):
     consumer: dict[str, str] = Field(default_factory=dict)
     producer: dict[str, str] = Field(default_factory=dict)
     admin: dict[str, str] = Field(default_factory=dict)
+    # The cluster's schema registry (`A.schema.registry.*`), in confluent-kafka's
+    # `SchemaRegistryClient` names (`url`, `basic.auth.user.info`, `ssl.ca.location`, ...);
+    # empty: none. A flow syncs schemas when both its ends name one (sync.schemas.enabled).
+    schema_registry: dict[str, str] = Field(default_factory=dict)
 
     def _merged(self, role: dict[str, str]) -> dict[str, str]:
         return {**self.common, **role, "bootstrap.servers": self.bootstrap_servers}
@@ -105,6 +109,10 @@ class FlowConfig(_Frozen):
     heartbeats_topic_replication_factor: int = 3
     checkpoints_topic_replication_factor: int = 3
     offset_syncs_topic_replication_factor: int = 3
+    # Schemas follow the data (docs/schema-registries.md): where both ends name a schema
+    # registry, every schema a copied record uses is registered on the target and the
+    # record's schema id rewritten to the target's. Acts only when both registries are set.
+    sync_schemas_enabled: bool = True
     monitor_min_delay_latest_offset: int = 0
     monitor_min_delay_consume_offset: int = 0
     # `ferry monitor` audits the flow every this many seconds (and buckets records by it);
@@ -205,6 +213,15 @@ class FerryConfig(_Frozen):
     @property
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(flow for flow in self.flows if flow.enabled)
+
+    def syncs_schemas(self, flow: FlowConfig) -> bool:
+        """Whether `flow` registers schemas on its target and translates schema ids: on
+        (sync.schemas.enabled) and both its clusters name a schema registry."""
+        return (
+            flow.sync_schemas_enabled
+            and bool(self.clusters[flow.source].schema_registry)
+            and bool(self.clusters[flow.target].schema_registry)
+        )
 
     def flow(self, source: str, target: str) -> FlowConfig:
         """The flow `source->target`; every ordered pair of clusters has one (maybe disabled)."""

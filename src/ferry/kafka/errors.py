@@ -5,6 +5,8 @@ error, chained to the original (whose `KafkaError` keeps `.code()` and `.str()`)
 
     a code in `done`                      the work is done already: the block ends, quietly
     UNREACHABLE_CODES, or no KafkaError   KafkaUnavailableError (retried with backoff)
+    TimeoutError (a future's `result(t)`  KafkaUnavailableError: no answer in time is a
+      with no answer within t)              cluster that does not answer, never a crash
     any other code, with a `fix`          ReplicationError at cluster/topic/partition
     any other code, without a `fix`       KafkaUnavailableError (a request about the cluster
                                           as a whole: metadata, offsets, commits)
@@ -94,6 +96,12 @@ def kafka_errors(
         if error is not None and error.code() in done:
             return
         raise ferry_error(cluster, exc, action, topic=topic, partition=partition, fix=fix) from exc
+    except TimeoutError as exc:
+        # A future's result(timeout) raises this with no text; a busy controller (thousands of
+        # topics created at once) is the usual cause, and the retry that follows succeeds.
+        detail = str(exc) or "no answer in time"
+        what = f"could not {action}: {detail}" if action else detail
+        raise KafkaUnavailableError(cluster.alias, cluster.bootstrap_servers, what) from exc
 
 
 def ferry_error(
