@@ -76,6 +76,13 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
         "([exactly-once mode](../operations/guarantees.md#exactly-once-mode)); "
         "`preparing` acts as `disabled`",
     ),
+    "sync.schemas.enabled": (
+        "none (MM2 copies schema ids unchanged)",
+        "where both clusters name a schema registry (`<alias>.schema.registry.url`): register "
+        "every schema a copied record uses on the target, before the record, and rewrite the "
+        "record's schema id to the target's ([Schema registries](../schema-registries.md)); "
+        "acts only when both ends name a registry",
+    ),
     "replication.factor": (SAME, "replication factor of the remote topics ferry creates"),
     "heartbeats.topic.replication.factor": (SAME, "of `heartbeats`; 1 on single-broker clusters"),
     "checkpoints.topic.replication.factor": (
@@ -336,6 +343,19 @@ def render() -> str:
         mm2, what = API_DOCS[key]
         default = _default(ApiConfig.model_fields[field].default)
         add(f"| `{key}` | {default} | {_cell(mm2)} | {_cell(what)} |")
+    add("")
+    add("## Schema registry keys\n")
+    add(
+        "Per cluster, `<alias>.schema.registry.<key>`: the cluster's schema registry, in "
+        "confluent-kafka's `SchemaRegistryClient` names, handed to it unchanged. A flow syncs "
+        "schemas when both its clusters name a registry and `sync.schemas.enabled` is true "
+        "([Schema registries](../schema-registries.md)). Secret values are masked like every "
+        "other secret.\n"
+    )
+    add("| key | what it is |")
+    add("|---|---|")
+    for key, what in K.SCHEMA_REGISTRY_KEYS.items():
+        add(f"| `<alias>.{K.SCHEMA_REGISTRY_PREFIX}{key}` | {_cell(what)} |")
     add("")
     add("## MM2 keys ferry checks and names as not needed\n")
     add(

@@ -30,6 +30,8 @@ from ferry.config.keys import (
     NOT_NEEDED_KEYS,
     POLICY_CLASSES,
     POLICY_KEYS,
+    SCHEMA_REGISTRY_KEYS,
+    SCHEMA_REGISTRY_PREFIX,
     Kind,
 )
 from ferry.config.model import (
@@ -225,6 +227,7 @@ class _Builder:
         )
         self.note_internal_topics()
         self.note_copied_control_topic(ApiConfig(**api), flows)
+        self.check_schema_copier(clusters, flows, per_flow, flow_defaults)
         return FerryConfig(
             path=Path(self.file) if self.file else None,
             clusters=clusters,
@@ -255,6 +258,32 @@ class _Builder:
                     f"flow {flow.name} would copy the control topic '{topic}' from "
                     f"{flow.source}: give api.control.topic a name ending in '.internal' "
                     "(internal topics are never replicated), or exclude it in topics.exclude"
+                )
+
+    def check_schema_copier(
+        self,
+        clusters: dict[str, ClusterConfig],
+        flows: tuple[FlowConfig, ...],
+        per_flow: dict[tuple[str, str], dict[str, Entry]],
+        defaults: dict[str, Entry],
+    ) -> None:
+        """Schema ids are rewritten by the Python copy loop only; `ferry.copier = native` on a
+        flow that syncs schemas would copy ids the target's consumers cannot read."""
+        for flow in flows:
+            syncs = (
+                flow.sync_schemas_enabled
+                and clusters[flow.source].schema_registry
+                and clusters[flow.target].schema_registry
+            )
+            if flow.enabled and syncs and flow.copier == "native":
+                own = per_flow.get((flow.source, flow.target), {})
+                entry = own.get("ferry.copier") or defaults["ferry.copier"]
+                raise self.error(
+                    entry,
+                    f"flow {flow.name} syncs schemas (both clusters name a schema registry), "
+                    "and schema ids are rewritten by the Python copy loop only: set "
+                    f"ferry.copier = auto (or python), or {flow.name}.sync.schemas.enabled = "
+                    "false",
                 )
 
     def check_api(self, api: dict[str, Any], aliases: list[str]) -> None:
@@ -351,6 +380,7 @@ class _Builder:
     ) -> ClusterConfig:
         roles: dict[str, dict[str, str]] = {role: {} for role in ("common", *_ROLES)}
         stores: dict[str, dict[str, Entry]] = {}
+        registry: dict[str, Entry] = {}
         bootstrap: str | None = None
         own = {name for name, _ in settings}
         # Top-level security keys apply unless the cluster sets its own (MM2's putIfAbsent).
@@ -360,6 +390,9 @@ class _Builder:
                 if not entry.value:
                     raise self.error(entry, "is empty; give host:port[,host:port...]")
                 bootstrap = entry.value
+                continue
+            if name.startswith(SCHEMA_REGISTRY_PREFIX) and entry.key.startswith(f"{alias}."):
+                registry[name.removeprefix(SCHEMA_REGISTRY_PREFIX)] = entry
                 continue
             if self.is_ignored(entry, name):
                 continue
@@ -378,7 +411,33 @@ class _Builder:
                 file=self.file,
                 key=f"{alias}.bootstrap.servers",
             )
-        return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, **roles)
+        return ClusterConfig(
+            alias=alias,
+            bootstrap_servers=bootstrap,
+            schema_registry=self.schema_registry(alias, registry),
+            **roles,
+        )
+
+    def schema_registry(self, alias: str, entries: dict[str, Entry]) -> dict[str, str]:
+        """`A.schema.registry.*`: confluent-kafka's SchemaRegistryClient settings, checked by
+        name here so a typo fails at load, not in a Spark task."""
+        for key, entry in entries.items():
+            if key not in SCHEMA_REGISTRY_KEYS:
+                known = [SCHEMA_REGISTRY_PREFIX + k for k in SCHEMA_REGISTRY_KEYS]
+                raise self.error(entry, self.unknown_key(entry.key, known))
+            if not entry.value:
+                raise self.error(entry, "is empty")
+        if entries and "url" not in entries:
+            first = next(iter(entries.values()))
+            raise self.error(
+                first, f"needs {alias}.{SCHEMA_REGISTRY_PREFIX}url (the registry's address) too"
+            )
+        url = entries.get("url")
+        if url is not None:
+            for part in url.value.split(","):
+                if not part.strip().startswith(("http://", "https://")):
+                    raise self.error(url, f"'{part.strip()}' is not an http:// or https:// address")
+        return {key: entry.value for key, entry in entries.items()}
 
     def stores(self, entries: dict[str, Entry]) -> dict[str, str]:
         """One role's Java trust and key store keys as librdkafka settings."""
