@@ -67,7 +67,10 @@ def test_frozen_while_a_second_run_takes_over(case: FaultCase, tmp_path) -> None
     try:
         case.await_copies(200)  # the woken runs and the successors, side by side
         for successor in successors:
-            successor.sigterm(120)
+            # A stop ends the current slice, whose producer the woken run may have just fenced:
+            # its replacement's start, the head start's handover (60 s each at most) and
+            # Spark's own stop come before the exit.
+            successor.sigterm(240)
         case.healed()
         assert_exact(case.finish())
     finally:

@@ -336,8 +336,9 @@ def test_sigterm_mid_lease_ends_it_commits_and_exits_with_nothing_copied_twice(
     assert set(stopped.values()) == {1}, "nothing copied twice before the stop"
     committed = _committed(b, "ferry-A-to-B", remote, 2)
     copied_up_to = [sum(1 for p, _ in stopped if p == partition) for partition in (0, 1)]
-    assert committed == copied_up_to, (committed, copied_up_to)
-    assert stopped.keys() == {(p, o) for p in (0, 1) for o in range(committed[p])}
+    ferry_said = log.read_text()[-3000:]
+    assert committed == copied_up_to, (committed, copied_up_to, ferry_said)
+    assert stopped.keys() == {(p, o) for p in (0, 1) for o in range(committed[p])}, ferry_said
     run_once(config, spark)  # the rest, from the position the stopped lease committed
     copies = _copies_per_origin(b, remote, 2)
     assert len(copies) == producer.sent
