@@ -335,6 +335,9 @@ def partition_entry(result: Any) -> dict[str, Any]:
     }
     if getattr(result, "lost_first", -1) >= 0:
         entry["lost"] = [result.lost_first, result.lost_last]
+    for name in ("schema_translated", "schema_unchanged"):
+        if getattr(result, name, 0):
+            entry[name] = getattr(result, name)
     for name in ("latency", "record_age"):
         histogram = getattr(result, name)
         if histogram.count:
@@ -350,6 +353,9 @@ def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None
         entry["bytes"] += p["bytes"]
         if p["end"] >= 0:
             entry["position"] = max(p["end"], entry.get("position", 0))
+        for name in ("schema_translated", "schema_unchanged"):
+            if p.get(name):
+                entry[name] = entry.get(name, 0) + p[name]
         if p.get("expired"):
             entry["expired"] = entry.get("expired", 0) + p["expired"]
             if "lost" in p:

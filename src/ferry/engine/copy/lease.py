@@ -153,6 +153,8 @@ def _add(total: PartitionResult, part: PartitionResult) -> None:
     total.skipped += part.skipped
     total.bytes += part.bytes
     total.expired += part.expired
+    total.schema_translated += part.schema_translated
+    total.schema_unchanged += part.schema_unchanged
     if part.lost_first >= 0:
         if total.lost_first < 0:
             total.lost_first = part.lost_first

@@ -47,6 +47,8 @@ _SIZE_CHECK_MARGIN = 8192
 # How long a produce to a partition this producer does not know yet is retried while its
 # metadata catches up with a partition the planner just added.
 NEW_PARTITION_WAIT_SECONDS = 30.0
+# At most what schema translation adds: two `ferry.schema.id.*` headers of up to 10 digits.
+_TRANSLATION_HEADER_BYTES = 2 * (len("ferry.schema.id.value") + 10)
 
 
 def copy_bin(
@@ -224,6 +226,9 @@ def _copy(
                 if offset == r.end - 1:
                     finish(tp)
                 continue
+            if ctx.translator is not None:  # before the size check: headers may grow
+                key, value = ctx.translator.translate(r, offset, key, value, headers, result, ctx)
+                size += _TRANSLATION_HEADER_BYTES
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
                 _check_size(key, value, headers, r, offset, ctx)
             timestamp = m.timestamp()[1]

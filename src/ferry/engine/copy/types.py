@@ -8,11 +8,20 @@ offset runs the sink commits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ferry.engine.latency import Histogram
 from ferry.kafka.offset_runs import OffsetRun
 
-__all__ = ["EARLIEST", "OPEN", "CopyContext", "CopyRange", "PartitionResult", "Slice"]
+__all__ = [
+    "EARLIEST",
+    "OPEN",
+    "CopyContext",
+    "CopyRange",
+    "PartitionResult",
+    "RecordTranslator",
+    "Slice",
+]
 
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: "the earliest offset still retained"
 OPEN = 2**63 - 1  # the end of a leased range: no end, copy what arrives
@@ -47,6 +56,23 @@ class CopyRange:
     topic_id: str = ""
 
 
+class RecordTranslator(Protocol):
+    """Rewrites a copy's key and value before it is produced (engine/copy/schemas.py: schema
+    ids translated to the target registry's); appends headers; raises rather than copy
+    something it could not translate."""
+
+    def translate(
+        self,
+        r: CopyRange,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        result: PartitionResult,
+        ctx: CopyContext,
+    ) -> tuple[bytes | None, bytes | None]: ...
+
+
 @dataclass(frozen=True)
 class CopyContext:
     """Facts about the flow that every range of a bin shares."""
@@ -58,6 +84,9 @@ class CopyContext:
     target_bootstrap: str
     target_cluster_id: str
     stall_timeout: float = 120.0
+    # Schema ids rewritten for the target's registry (sync.schemas.enabled with both
+    # registries named); None: bytes copied unchanged. The Python loop only.
+    translator: RecordTranslator | None = None
 
 
 @dataclass
@@ -79,3 +108,8 @@ class PartitionResult:
     latency: Histogram = field(default_factory=Histogram)  # ms, target ack - timestamp
     in_flight: int = 0  # copies not acknowledged yet (a lease's slice that did not settle)
     topic_id: str = ""  # the range's source topic id, committed beside the position
+    # With schema translation on: keys and values whose schema id was rewritten, and those
+    # copied unchanged (not in the registry wire format, an id the source registry does not
+    # know, or the same id on both registries).
+    schema_translated: int = 0
+    schema_unchanged: int = 0

@@ -126,7 +126,7 @@ def copy_lease(
         committer.finish()
         return results
 
-    if use_native(flow.copier):
+    if use_native(flow.copier) and ctx.translator is None:
         from ferry.engine.copy.native_loop import copy_bin_native
 
         copier = worker_clients.native_copier_for(consumer_conf, producer_conf)

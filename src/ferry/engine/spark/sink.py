@@ -33,6 +33,7 @@ from ferry.engine.copy.client_settings import (
 from ferry.engine.copy.exactly_once import committed_positions, copy_bin_exactly_once
 from ferry.engine.copy.progress import commit_positions, write_runs
 from ferry.engine.copy.python_loop import copy_bin
+from ferry.engine.copy.schemas import SchemaTranslator
 from ferry.engine.copy.transactional import resume_at
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.executors import UNKNOWN, TaskReport
@@ -59,6 +60,17 @@ class BinReport(WriterCommitMessage):
     began_at: float = 0.0  # wall clock, when the task started and ended (a lease's bounds)
     ended_at: float = 0.0
     executor: dict[str, str] = field(default_factory=dict)  # id and host it ran on
+
+
+def schema_translator(spec: FlowSpec) -> SchemaTranslator | None:
+    """The worker's schema translator for the flow, where it syncs schemas: on, and both its
+    clusters name a registry (FerryConfig.syncs_schemas). It needs the Python copy loop."""
+    source, target = spec.source.schema_registry, spec.target.schema_registry
+    if not (spec.flow.sync_schemas_enabled and source and target):
+        return None
+    from ferry.engine.copy.schemas import translator_for
+
+    return translator_for(spec.source.alias, source, spec.target.alias, target)
 
 
 class MirrorSink(DataSourceStreamWriter):
@@ -94,6 +106,7 @@ class MirrorSink(DataSourceStreamWriter):
             target_alias=self.spec.target.alias,
             target_bootstrap=self.spec.target.bootstrap_servers,
             target_cluster_id=first.target_cluster_id,
+            translator=schema_translator(self.spec),
         )
         ranges = [
             CopyRange(
@@ -120,7 +133,7 @@ class MirrorSink(DataSourceStreamWriter):
             return BinReport(results, time.monotonic() - began)
         ranges = self._resumed(ranges, ctx)
         producer_conf = producer_settings(self.spec.target)
-        if use_native(self.spec.flow.copier):
+        if use_native(self.spec.flow.copier) and ctx.translator is None:
             from ferry.engine.copy.native_loop import copy_bin_native
 
             copier = worker_clients.native_copier_for(consumer_conf, producer_conf)

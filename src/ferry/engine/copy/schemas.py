@@ -1,0 +1,282 @@
+"""Schemas follow the data: each copied record's schema registered on the target, its id
+rewritten to the target's.
+
+No PySpark here. The copy loop calls `SchemaTranslator.translate` for every record's key and
+value before producing it. A payload in the Confluent wire format (kafka/schema_wire.py) names
+a schema by its id in the source cluster's registry; the target's registry knows that schema
+by another id, or knows another schema by that id. So, the first time an id is met for a
+topic, the translator reads the schema (and, depth first, every schema it references) from the
+source registry and registers it on the target under the subject the target's consumers use
+(`target_subject`), and remembers the target's id: the registries are asked once per schema
+and topic, never per record. A new version registered on the source while ferry runs is a new
+id, met by the first record that uses it, and registered then, before that record is written.
+
+Ids are always translated, never kept: a target registry with schemas of its own (the usual
+case for a standby that also runs local producers) has given those ids to other schemas, and
+a registry cannot be made to give a schema an id of the caller's choosing through the
+Confluent-compatible API unless it is in IMPORT mode, which Apicurio's does not offer. Where
+the target's id equals the source's the payload is unchanged; where it differs, the 4 id
+bytes are rewritten (nothing else) and the source's id goes in a header
+(`ferry.schema.id.value` / `.key`), the first hop's kept on later hops, like `ferry.origin`.
+
+What never happens: a record written with an id the translator could not map. A registry
+that does not answer raises `KafkaUnavailableError` (the task fails and is retried from the
+flow's committed position: the partition holds, with the cluster, topic, partition, offset,
+schema id and the registry's URL in the status); a schema the target refuses raises
+`ReplicationError`. A payload not in the wire format, or whose id the source registry does
+not know (404: not a registry payload after all), is copied unchanged and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
+from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.kafka.schema_wire import (
+    ORIGINAL_ID_HEADERS,
+    pick_subject,
+    schema_id,
+    target_subject,
+    with_schema_id,
+)
+
+__all__ = ["RegistryEndpoint", "SchemaTranslator", "translator_for"]
+
+# The source registry answers 404 with these codes for an id it never gave (Confluent's
+# 40403 "schema not found"; Apicurio's ccompat answers the same).
+_NOT_FOUND = 404
+_UNKNOWN = -1  # cached: this id is no schema of the source registry's
+
+
+@dataclass
+class RegistryEndpoint:
+    """One cluster's registry: its alias, its URL (for messages) and a client of it."""
+
+    alias: str
+    url: str
+    client: Any  # confluent_kafka.schema_registry.SchemaRegistryClient, or a test's fake
+
+
+@dataclass
+class TranslatorStats:
+    """What the translator did in this Python worker: registry calls (per schema, not per
+    record), records whose id it rewrote, payloads copied unchanged."""
+
+    lookups: int = 0  # schemas read from the source registry (references included)
+    registrations: int = 0  # schemas registered on the target (references included)
+    translated: int = 0
+    unchanged: int = 0  # no wire format, an id the source does not know, or the same id
+    unknown_ids: set[int] = field(default_factory=set)
+
+
+class SchemaTranslator:
+    """Maps source schema ids to target ids for records copied from one cluster to another,
+    registering each schema on the target before the first record that uses it."""
+
+    def __init__(self, source: RegistryEndpoint, target: RegistryEndpoint) -> None:
+        self.source = source
+        self.target = target
+        self.stats = TranslatorStats()
+        # (source topic, remote topic, is key, source id) -> target id, or _UNKNOWN
+        self._ids: dict[tuple[str, str, bool, int], int] = {}
+        # (target subject, source subject, source version) -> target version, for references
+        self._references: dict[tuple[str, str, int], int] = {}
+        self._lock = threading.Lock()  # a commit thread may share the worker's translator
+
+    def translate(
+        self,
+        r: CopyRange,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        result: PartitionResult,
+        ctx: CopyContext,
+    ) -> tuple[bytes | None, bytes | None]:
+        """The copy's key and value, ids rewritten where the target's differ; the source's
+        ids appended to `headers`. Raises rather than return a payload it could not map."""
+        out = []
+        for is_key, payload in ((True, key), (False, value)):
+            source_id = schema_id(payload)
+            if source_id is None or payload is None:
+                if payload is not None:
+                    result.schema_unchanged += 1
+                out.append(payload)
+                continue
+            target_id = self._target_id(r, offset, is_key, source_id, ctx)
+            if target_id in (_UNKNOWN, source_id):
+                result.schema_unchanged += 1
+                out.append(payload)
+                continue
+            name = ORIGINAL_ID_HEADERS[is_key]
+            if not any(h == name for h, _ in headers):
+                headers.append((name, str(source_id).encode()))
+            result.schema_translated += 1
+            out.append(with_schema_id(payload, target_id))
+        return out[0], out[1]
+
+    # -- the id map --------------------------------------------------------------------------
+
+    def _target_id(
+        self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
+    ) -> int:
+        cache_key = (r.topic, r.remote_topic, is_key, source_id)
+        known = self._ids.get(cache_key)
+        if known is not None:
+            return known
+        with self._lock:
+            known = self._ids.get(cache_key)
+            if known is None:
+                known = self._resolve(r, offset, is_key, source_id, ctx)
+                self._ids[cache_key] = known
+        return known
+
+    def _resolve(
+        self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
+    ) -> int:
+        where = (
+            f"{'key' if is_key else 'value'} of the record at cluster {ctx.source_alias} topic "
+            f"'{r.topic}' partition {r.partition} offset {offset}, schema id {source_id}"
+        )
+        try:
+            versions = self.source.client.get_schema_versions(source_id)
+            schema = self.source.client.get_schema(source_id)
+        except Exception as exc:  # SchemaRegistryError or the HTTP client's: classified
+            if _status(exc) == _NOT_FOUND:
+                self.stats.unknown_ids.add(source_id)
+                return _UNKNOWN
+            raise self._failure(self.source, f"reading {where}", exc, r, offset, ctx) from None
+        self.stats.lookups += 1
+        subjects = [v.subject for v in versions]
+        subject = pick_subject(subjects, r.topic, is_key)
+        default = f"{r.topic}-{'key' if is_key else 'value'}"
+        subject_on_target = target_subject(subject or default, r.topic, r.remote_topic, is_key)
+        try:
+            references = [
+                self._reference(ref, r, offset, ctx, is_key, where)
+                for ref in schema.references or []
+            ]
+            registered = self.target.client.register_schema(
+                subject_on_target, _with_references(schema, references)
+            )
+        except (KafkaUnavailableError, ReplicationError):
+            raise
+        except Exception as exc:
+            what = f"registering subject '{subject_on_target}' for the {where}"
+            raise self._failure(self.target, what, exc, r, offset, ctx) from None
+        self.stats.registrations += 1
+        return int(registered)
+
+    def _reference(
+        self, ref: Any, r: CopyRange, offset: int, ctx: CopyContext, is_key: bool, where: str
+    ) -> Any:
+        """A reference of a schema being registered: the referenced schema registered on the
+        target first (depth first), the reference pointing at the target's version."""
+        from confluent_kafka.schema_registry import SchemaReference
+
+        subject = target_subject(ref.subject, r.topic, r.remote_topic, is_key)
+        cache_key = (subject, ref.subject, int(ref.version))
+        version = self._references.get(cache_key)
+        if version is None:
+            try:
+                registered = self.source.client.get_version(ref.subject, ref.version)
+            except Exception as exc:
+                text = f"reading reference '{ref.subject}' version {ref.version} of the {where}"
+                raise self._failure(self.source, text, exc, r, offset, ctx) from None
+            self.stats.lookups += 1
+            schema = registered.schema
+            nested = [
+                self._reference(n, r, offset, ctx, is_key, where) for n in schema.references or []
+            ]
+            own = _with_references(schema, nested)
+            try:
+                self.target.client.register_schema(subject, own)
+                version = int(self.target.client.lookup_schema(subject, own).version)
+            except Exception as exc:
+                text = f"registering reference subject '{subject}' for the {where}"
+                raise self._failure(self.target, text, exc, r, offset, ctx) from None
+            self.stats.registrations += 1
+            self._references[cache_key] = version
+        return SchemaReference(ref.name, subject, version)
+
+    @staticmethod
+    def _failure(
+        registry: RegistryEndpoint,
+        what: str,
+        exc: Exception,
+        r: CopyRange,
+        offset: int,
+        ctx: CopyContext,
+    ) -> KafkaUnavailableError | ReplicationError:
+        status = _status(exc)
+        detail = f"{what}: {type(exc).__name__}: {exc}"
+        if status is not None and 400 <= status < 500 and status not in (401, 403, 408, 429):
+            return ReplicationError(
+                f"the schema registry of cluster {registry.alias} ({registry.url}) refused "
+                f"{detail}; the partition holds, nothing is written with an unmapped id",
+                cluster=ctx.source_alias,
+                topic=r.topic,
+                partition=r.partition,
+                offset=offset,
+                fix="make the schema acceptable to the target's registry (its compatibility "
+                "setting for the subject), or turn sync.schemas.enabled off for the flow",
+            )
+        return KafkaUnavailableError(
+            registry.alias,
+            registry.url,
+            f"{detail}; the partition holds until the registry answers (nothing is written "
+            "with an unmapped schema id)",
+            what="schema registry did not answer",
+        )
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "http_status_code", None)
+    return int(status) if isinstance(status, int) and status > 0 else None
+
+
+def _with_references(schema: Any, references: list[Any]) -> Any:
+    from confluent_kafka.schema_registry import Schema
+
+    return Schema(schema.schema_str, schema.schema_type or "AVRO", references)
+
+
+# -- one translator per flow and Python worker --------------------------------------------
+
+_translators: dict[str, SchemaTranslator] = {}
+_translators_lock = threading.Lock()
+
+
+def translator_for(
+    source_alias: str,
+    source_conf: Mapping[str, str],
+    target_alias: str,
+    target_conf: Mapping[str, str],
+) -> SchemaTranslator:
+    """The worker's translator for these two registries (its id map lives as long as the
+    Python worker: a schema is looked up once per worker, not once per task)."""
+    key = json.dumps([source_alias, dict(source_conf), target_alias, dict(target_conf)])
+    with _translators_lock:
+        translator = _translators.get(key)
+        if translator is None:
+            translator = SchemaTranslator(
+                RegistryEndpoint(source_alias, source_conf["url"], _client(source_conf)),
+                RegistryEndpoint(target_alias, target_conf["url"], _client(target_conf)),
+            )
+            _translators[key] = translator
+        return translator
+
+
+def _client(conf: Mapping[str, str]) -> Any:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    settings: dict[str, Any] = {"timeout": 10, "max.retries": 1, **conf}
+    for number in ("timeout", "max.retries"):
+        settings[number] = float(settings[number])
+    settings["max.retries"] = int(settings["max.retries"])
+    return SchemaRegistryClient(settings)
