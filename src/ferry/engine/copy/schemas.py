@@ -38,11 +38,11 @@ from typing import Any
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.schema_wire import (
+    MAGIC_BYTE,
     ORIGINAL_ID_HEADERS,
+    WIRE_HEADER_SIZE,
     pick_subject,
-    schema_id,
     target_subject,
-    with_schema_id,
 )
 
 __all__ = ["RegistryEndpoint", "SchemaTranslator", "translator_for"]
@@ -50,7 +50,8 @@ __all__ = ["RegistryEndpoint", "SchemaTranslator", "translator_for"]
 # The source registry answers 404 with these codes for an id it never gave (Confluent's
 # 40403 "schema not found"; Apicurio's ccompat answers the same).
 _NOT_FOUND = 404
-_UNKNOWN = -1  # cached: this id is no schema of the source registry's
+_UNKNOWN = -1  # this id is no schema of the source registry's
+_SAME: tuple[bytes, bytes] = (b"", b"")  # cached: copy the payload as it is
 
 
 @dataclass
@@ -64,13 +65,11 @@ class RegistryEndpoint:
 
 @dataclass
 class TranslatorStats:
-    """What the translator did in this Python worker: registry calls (per schema, not per
-    record), records whose id it rewrote, payloads copied unchanged."""
+    """The registry calls of this Python worker's translator (per schema, not per record) and
+    the ids the source registry did not know; per-record counts are in PartitionResult."""
 
     lookups: int = 0  # schemas read from the source registry (references included)
     registrations: int = 0  # schemas registered on the target (references included)
-    translated: int = 0
-    unchanged: int = 0  # no wire format, an id the source does not know, or the same id
     unknown_ids: set[int] = field(default_factory=set)
 
 
@@ -82,8 +81,9 @@ class SchemaTranslator:
         self.source = source
         self.target = target
         self.stats = TranslatorStats()
-        # (source topic, remote topic, is key, source id) -> target id, or _UNKNOWN
-        self._ids: dict[tuple[str, str, bool, int], int] = {}
+        # (source topic, remote topic, is key, source id's 4 bytes) -> (target id's 4 bytes,
+        # source id as a header value), or _SAME (an unknown id, or the same on both sides)
+        self._ids: dict[tuple[str, str, bool, bytes], tuple[bytes, bytes]] = {}
         # (target subject, source subject, source version) -> target version, for references
         self._references: dict[tuple[str, str, int], int] = {}
         self._lock = threading.Lock()  # a commit thread may share the worker's translator
@@ -100,41 +100,61 @@ class SchemaTranslator:
     ) -> tuple[bytes | None, bytes | None]:
         """The copy's key and value, ids rewritten where the target's differ; the source's
         ids appended to `headers`. Raises rather than return a payload it could not map."""
-        out = []
-        for is_key, payload in ((True, key), (False, value)):
-            source_id = schema_id(payload)
-            if source_id is None or payload is None:
-                if payload is not None:
-                    result.schema_unchanged += 1
-                out.append(payload)
-                continue
-            target_id = self._target_id(r, offset, is_key, source_id, ctx)
-            if target_id in (_UNKNOWN, source_id):
-                result.schema_unchanged += 1
-                out.append(payload)
-                continue
-            name = ORIGINAL_ID_HEADERS[is_key]
-            if not any(h == name for h, _ in headers):
-                headers.append((name, str(source_id).encode()))
-            result.schema_translated += 1
-            out.append(with_schema_id(payload, target_id))
-        return out[0], out[1]
+        if key is not None:
+            key = self._payload(r, offset, True, key, headers, result, ctx)
+        if value is not None:
+            value = self._payload(r, offset, False, value, headers, result, ctx)
+        return key, value
+
+    def _payload(
+        self,
+        r: CopyRange,
+        offset: int,
+        is_key: bool,
+        payload: bytes,
+        headers: list[tuple[str, bytes | None]],
+        result: PartitionResult,
+        ctx: CopyContext,
+    ) -> bytes:
+        # The per-record path: a dictionary lookup and a slice (schema_wire's rules, inlined:
+        # this runs for every record of a flow that syncs schemas).
+        if len(payload) < WIRE_HEADER_SIZE or payload[0] != MAGIC_BYTE:
+            result.schema_unchanged += 1
+            return payload
+        cache_key = (r.topic, r.remote_topic, is_key, payload[1:WIRE_HEADER_SIZE])
+        mapped = self._ids.get(cache_key)
+        if mapped is None:
+            mapped = self._mapped(cache_key, r, offset, ctx)
+        if mapped is _SAME:
+            result.schema_unchanged += 1
+            return payload
+        name, original = ORIGINAL_ID_HEADERS[is_key], mapped[1]
+        for header, _ in headers:
+            if header == name:  # a later hop: the first cluster's id stays
+                break
+        else:
+            headers.append((name, original))
+        result.schema_translated += 1
+        return payload[:1] + mapped[0] + payload[WIRE_HEADER_SIZE:]
 
     # -- the id map --------------------------------------------------------------------------
 
-    def _target_id(
-        self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
-    ) -> int:
-        cache_key = (r.topic, r.remote_topic, is_key, source_id)
-        known = self._ids.get(cache_key)
-        if known is not None:
-            return known
+    def _mapped(
+        self, cache_key: tuple[str, str, bool, bytes], r: CopyRange, offset: int, ctx: CopyContext
+    ) -> tuple[bytes, bytes]:
+        """(the target id's 4 bytes, the source id as a header value), or _SAME: copy as is."""
         with self._lock:
-            known = self._ids.get(cache_key)
-            if known is None:
-                known = self._resolve(r, offset, is_key, source_id, ctx)
-                self._ids[cache_key] = known
-        return known
+            mapped = self._ids.get(cache_key)
+            if mapped is None:
+                is_key, id_bytes = cache_key[2], cache_key[3]
+                source_id = int.from_bytes(id_bytes, "big")
+                target_id = self._resolve(r, offset, is_key, source_id, ctx)
+                if target_id in (_UNKNOWN, source_id):
+                    mapped = _SAME
+                else:
+                    mapped = (target_id.to_bytes(4, "big"), str(source_id).encode())
+                self._ids[cache_key] = mapped
+        return mapped
 
     def _resolve(
         self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
