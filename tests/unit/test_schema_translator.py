@@ -26,6 +26,7 @@ class FakeRegistry:
     calls: int = 0
     down: bool = False
     refuse: bool = False
+    races: int = 0  # registrations answered 409 although they were made (another task won)
 
     def _call(self) -> None:
         self.calls += 1
@@ -43,6 +44,9 @@ class FakeRegistry:
         versions = self.subjects.setdefault(subject, [])
         if sid not in versions:
             versions.append(sid)
+        if self.races:
+            self.races -= 1
+            raise SchemaRegistryError(409, 0, "An artifact version already exists")
         return sid
 
     def lookup_schema(self, subject: str, schema: Schema) -> RegisteredSchema:
@@ -156,6 +160,15 @@ def test_a_registry_down_holds_the_record_naming_where() -> None:
     source.down = False  # it answers again: the same record goes through
     _, copy = translator.translate(R, 42, None, value, [], result, CTX)
     assert copy is not None and copy != value
+
+
+def test_a_registration_another_task_won_is_looked_up() -> None:
+    source, target, translator = _pair()
+    sid = source.register_schema("orders-value", AVRO)
+    target.races = 1
+    value = b"\x00" + sid.to_bytes(4, "big") + b"\x02"
+    _, copy = translator.translate(R, 5, None, value, [], PartitionResult("orders", 3, 0, 9), CTX)
+    assert copy is not None and target.by_id[int.from_bytes(copy[1:5], "big")] == AVRO
 
 
 def test_a_schema_the_target_refuses_halts_the_partition() -> None:

@@ -50,6 +50,7 @@ __all__ = ["RegistryEndpoint", "SchemaTranslator", "translator_for"]
 # The source registry answers 404 with these codes for an id it never gave (Confluent's
 # 40403 "schema not found"; Apicurio's ccompat answers the same).
 _NOT_FOUND = 404
+_CONFLICT = 409  # incompatible, or (Apicurio) registered a moment ago by another task
 _UNKNOWN = -1  # this id is no schema of the source registry's
 _SAME: tuple[bytes, bytes] = (b"", b"")  # cached: copy the payload as it is
 
@@ -181,9 +182,7 @@ class SchemaTranslator:
                 self._reference(ref, r, offset, ctx, is_key, where)
                 for ref in schema.references or []
             ]
-            registered = self.target.client.register_schema(
-                subject_on_target, _with_references(schema, references)
-            )
+            registered = self._register(subject_on_target, _with_references(schema, references))
         except (KafkaUnavailableError, ReplicationError):
             raise
         except Exception as exc:
@@ -215,7 +214,7 @@ class SchemaTranslator:
             ]
             own = _with_references(schema, nested)
             try:
-                self.target.client.register_schema(subject, own)
+                self._register(subject, own)
                 version = int(self.target.client.lookup_schema(subject, own).version)
             except Exception as exc:
                 text = f"registering reference subject '{subject}' for the {where}"
@@ -223,6 +222,23 @@ class SchemaTranslator:
             self.stats.registrations += 1
             self._references[cache_key] = version
         return SchemaReference(ref.name, subject, version)
+
+    def _register(self, subject: str, schema: Any) -> int:
+        """The target's id of `schema` under `subject`, registered if it is not there yet.
+
+        Another task of the flow (another partition, another Python worker) may register the
+        same schema at the same moment; Apicurio's Confluent-compatible API answers the loser
+        409 "already exists" instead of the id. So a 409 is followed by a lookup: found, it is
+        the id; not found, the 409 was a real refusal (an incompatible schema) and is raised."""
+        try:
+            return int(self.target.client.register_schema(subject, schema))
+        except Exception as exc:
+            if _status(exc) != _CONFLICT:
+                raise
+            try:
+                return int(self.target.client.lookup_schema(subject, schema).schema_id)
+            except Exception:
+                raise exc from None
 
     @staticmethod
     def _failure(
