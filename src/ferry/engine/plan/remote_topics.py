@@ -198,7 +198,7 @@ class TopicManager:
             self._target_admin.create_topics,
             new,
             MAX_RECORDS_PER_CONTROLLER_REQUEST,
-            lambda topic: create_weight(topic.num_partitions, len(topic.config or {})),
+            lambda topic: create_weight(topic.num_partitions, list(topic.config or {})),
         )
         for name, future in futures.items():
             # TOPIC_ALREADY_EXISTS: created meanwhile by another run, fine.
