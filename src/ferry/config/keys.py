@@ -10,8 +10,6 @@ from enum import Enum
 
 __all__ = [
     "FILTER_CLASS_KEYS",
-    "SCHEMA_REGISTRY_KEYS",
-    "SCHEMA_REGISTRY_PREFIX",
     "FLOW_KEYS",
     "IGNORED_KEYS",
     "IGNORED_PREFIXES",
@@ -19,6 +17,8 @@ __all__ = [
     "JAVA_CLIENT_KEYS",
     "JAVA_ONLY_CLIENT_KEYS",
     "POLICY_CLASSES",
+    "SCHEMA_REGISTRY_KEYS",
+    "SCHEMA_REGISTRY_PREFIX",
     "Kind",
 ]
 
