@@ -12,7 +12,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies
+.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies test-schemas
 
 setup: $(STAMP)
 	@$(BIN)/ferry local provision
@@ -35,7 +35,7 @@ unit: setup
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults and not schemas'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -46,6 +46,13 @@ test-api: setup
 	@sh scripts/install_chromium.sh
 	$(BIN)/pytest $(PYTEST_CI) -m api tests/integration/test_control_api.py tests/integration/test_control_batches.py \
 	  tests/integration/test_console_browser.py
+
+# Schema registries (Apicurio Registry from Maven Central, one beside each of the session's
+# clusters A and B): Avro, Protobuf and JSON Schema records copied with their schemas
+# registered on B and their ids translated, decoded on B through B's registry; a few minutes.
+test-schemas: setup
+	$(BIN)/ferry local provision --schema-registry
+	$(BIN)/pytest $(PYTEST_CI) -m schemas tests/integration/test_schema_registries.py
 
 # A local Spark standalone cluster (two one-core workers that cannot see this virtualenv): a
 # flow on it from the shipped environment, then executors and workers SIGKILLed while ferry
