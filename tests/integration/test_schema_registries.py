@@ -33,8 +33,10 @@ from ferry.kafka.provenance import Origin
 from ferry.kafka.schema_wire import schema_id
 from ferry.local.cluster import LocalCluster
 from ferry.local.schema_registry import RegistryProcess, start_registries, stop_registries
+from tests.ferry_cli import run_ferry
+from tests.integration.group_helpers import commit_group, committed_offsets
 from tests.integration.kafka_helpers import create_topic, wait_for
-from tests.integration.replication_setup import run_beside, write_config
+from tests.integration.replication_setup import run_beside, run_once, write_config
 
 pytestmark = pytest.mark.schemas
 
@@ -348,3 +350,53 @@ def test_a_registry_that_stops_answering_holds_the_copy_and_it_resumes(
             decode(m.value(), SerializationContext(remote, MessageField.VALUE)) for m in records[p]
         ]
         assert decoded == f[p] + s[p]
+
+
+def test_a_group_failed_over_to_the_target_decodes_from_its_position(
+    kafka_clusters: dict[str, LocalCluster],
+    registries: dict[str, RegistryProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+) -> None:
+    """`ferry run --once` (bounded exactly-once batches) with translation, then `ferry
+    failover` of a group: on B it resumes at its exact position and decodes every record left
+    through B's registry."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    source, target = _client(registries["A"]), _client(registries["B"])
+    topic, remote = f"{topic_name}-fo", f"A.{topic_name}-fo"
+    group = f"{topic_name}-app"
+    create_topic(a, topic, PARTITIONS)
+    orders = [{"id": i, "item": f"fo-{i}"} for i in range(60)]
+    serialize = AvroSerializer(source, json.dumps({**AVRO_V1, "name": "FailedOver"}))
+    _produce(
+        a, topic, [serialize(o, SerializationContext(topic, MessageField.VALUE)) for o in orders]
+    )
+    consumed = {(topic, p): 12 + p for p in range(PARTITIONS)}  # where the app stopped on A
+    commit_group(a, group, consumed)
+    config = write_config(
+        tmp_path,
+        kafka_clusters,
+        topics=topic,
+        groups=group,
+        **{
+            "exactly.once.source.support": "enabled",
+            "A.schema.registry.url": registries["A"].url,
+            "B.schema.registry.url": registries["B"].url,
+        },
+    )
+    run_once(config, spark)
+
+    result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B")
+    assert result.returncode == 0, result.stderr
+    positions = committed_offsets(b, group)
+    assert set(positions) == {(remote, p) for p in range(PARTITIONS)}
+    decode = AvroDeserializer(target)
+    written = _in_order(orders)
+    records = _read(b, remote)
+    for p in range(PARTITIONS):
+        left = [m for m in records[p] if m.offset() >= positions[(remote, p)]]
+        decoded = [
+            decode(m.value(), SerializationContext(remote, MessageField.VALUE)) for m in left
+        ]
+        assert decoded == written[p][consumed[(topic, p)] :], f"{remote} partition {p}"

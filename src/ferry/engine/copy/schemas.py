@@ -82,8 +82,8 @@ class SchemaTranslator:
         self.source = source
         self.target = target
         self.stats = TranslatorStats()
-        # (source topic, remote topic, is key, source id's 4 bytes) -> (target id's 4 bytes,
-        # source id as a header value), or _SAME (an unknown id, or the same on both sides)
+        # (source topic, remote topic, is key, source id's 4 bytes) -> (magic byte and target
+        # id, source id as a header value), or _SAME (an unknown id, or the same on both sides)
         self._ids: dict[tuple[str, str, bool, bytes], tuple[bytes, bytes]] = {}
         # (target subject, source subject, source version) -> target version, for references
         self._references: dict[tuple[str, str, int], int] = {}
@@ -101,10 +101,17 @@ class SchemaTranslator:
     ) -> tuple[bytes | None, bytes | None]:
         """The copy's key and value, ids rewritten where the target's differ; the source's
         ids appended to `headers`. Raises rather than return a payload it could not map."""
+        # Inlined first test (schema_wire.schema_id's): a plain payload costs no call.
         if key is not None:
-            key = self._payload(r, offset, True, key, headers, result, ctx)
+            if len(key) < WIRE_HEADER_SIZE or key[0] != MAGIC_BYTE:
+                result.schema_unchanged += 1
+            else:
+                key = self._payload(r, offset, True, key, headers, result, ctx)
         if value is not None:
-            value = self._payload(r, offset, False, value, headers, result, ctx)
+            if len(value) < WIRE_HEADER_SIZE or value[0] != MAGIC_BYTE:
+                result.schema_unchanged += 1
+            else:
+                value = self._payload(r, offset, False, value, headers, result, ctx)
         return key, value
 
     def _payload(
@@ -117,11 +124,8 @@ class SchemaTranslator:
         result: PartitionResult,
         ctx: CopyContext,
     ) -> bytes:
-        # The per-record path: a dictionary lookup and a slice (schema_wire's rules, inlined:
-        # this runs for every record of a flow that syncs schemas).
-        if len(payload) < WIRE_HEADER_SIZE or payload[0] != MAGIC_BYTE:
-            result.schema_unchanged += 1
-            return payload
+        # A registry payload's path: a dictionary lookup and one copy (schema_wire's rules,
+        # inlined: this runs for every such record of a flow that syncs schemas).
         cache_key = (r.topic, r.remote_topic, is_key, payload[1:WIRE_HEADER_SIZE])
         mapped = self._ids.get(cache_key)
         if mapped is None:
@@ -136,14 +140,16 @@ class SchemaTranslator:
         else:
             headers.append((name, original))
         result.schema_translated += 1
-        return payload[:1] + mapped[0] + payload[WIRE_HEADER_SIZE:]
+        # One copy of the payload: the new 5-byte prefix joined with a view of the rest.
+        return b"".join((mapped[0], memoryview(payload)[WIRE_HEADER_SIZE:]))
 
     # -- the id map --------------------------------------------------------------------------
 
     def _mapped(
         self, cache_key: tuple[str, str, bool, bytes], r: CopyRange, offset: int, ctx: CopyContext
     ) -> tuple[bytes, bytes]:
-        """(the target id's 4 bytes, the source id as a header value), or _SAME: copy as is."""
+        """(the copy's first 5 bytes: magic byte and the target's id; the source id as a
+        header value), or _SAME: copy as is."""
         with self._lock:
             mapped = self._ids.get(cache_key)
             if mapped is None:
@@ -153,7 +159,8 @@ class SchemaTranslator:
                 if target_id in (_UNKNOWN, source_id):
                     mapped = _SAME
                 else:
-                    mapped = (target_id.to_bytes(4, "big"), str(source_id).encode())
+                    prefix = bytes([MAGIC_BYTE]) + target_id.to_bytes(4, "big")
+                    mapped = (prefix, str(source_id).encode())
                 self._ids[cache_key] = mapped
         return mapped
 
