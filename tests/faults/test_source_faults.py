@@ -68,7 +68,7 @@ def test_records_removed_before_they_were_copied_are_counted(case: FaultCase) ->
         # Everything but the last 50 records of each partition, as retention would.
         marks = [TopicPartition(topic, p, max(0, ends[p] - 50)) for p in range(PARTITIONS)]
         results = admin.delete_records(marks)
-        removed[mode] = {tp.partition: f.result(60).offset for tp, f in results.items()}
+        removed[mode] = {tp.partition: f.result(60).low_watermark for tp, f in results.items()}
     case.link("A", "restore")
     case.healed()
     assert_exact(case.finish(removed=removed))
