@@ -180,3 +180,21 @@ def test_a_schema_the_target_refuses_halts_the_partition() -> None:
         translator.translate(R, 5, None, value, [], PartitionResult("orders", 3, 0, 9), CTX)
     assert "cluster A, topic orders, partition 3, offset 5" in str(info.value)
     assert "http://b-registry" in str(info.value)
+
+
+def test_a_registry_that_does_not_answer_is_said_before_the_run_copies() -> None:
+    from ferry.config.model import FlowConfig
+    from ferry.engine.copy.schemas import check_registry
+    from ferry.engine.preflight import check_copier
+    from ferry.local.broker import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"  # nothing listens there
+    with pytest.raises(KafkaUnavailableError) as info:
+        check_registry("B", {"url": url, "timeout": "2"})
+    assert str(info.value).startswith(f"cluster B ({url}) schema registry did not answer")
+    notices: list[str] = []
+    check_copier(FlowConfig(source="A", target="B"), notices.append, syncs_schemas=True)
+    assert notices == [
+        "flow A->B: copying with the Python loop (schema ids are translated there; the native "
+        "loop copies bytes unchanged)"
+    ]

@@ -1,5 +1,6 @@
-"""Before `ferry run` starts Spark: both clusters of every flow answer, the internal topics
-exist, and the copy loop is the one a user would expect. An unreachable or misconfigured
+"""Before `ferry run` starts Spark: both clusters of every flow answer (and their schema
+registries, where the flow syncs schemas), the internal topics exist, and the copy loop is
+the one a user would expect. An unreachable or misconfigured
 cluster is reported before Spark spends seconds starting.
 
 A cluster that does not answer is said once and retried until it does (`Retrier`); a `--once`
@@ -92,6 +93,11 @@ def prepare(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
 
     def ready() -> None:
         manager.cluster_ids()  # both clusters answer
+        if config.syncs_schemas(flow):  # and both schema registries
+            from ferry.engine.copy.schemas import check_registry
+
+            for alias in (flow.source, flow.target):
+                check_registry(alias, config.clusters[alias].schema_registry)
         manager.ensure_internal_topic(
             policy.offset_runs_topic(flow.source), flow.offset_syncs_topic_replication_factor
         )
@@ -150,9 +156,17 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None
     retrying(fence)
 
 
-def check_copier(flow: FlowConfig, notice: Callable[[str], None]) -> None:
+def check_copier(
+    flow: FlowConfig, notice: Callable[[str], None], syncs_schemas: bool = False
+) -> None:
     """Say which copy loop runs when it is not the one a user would expect."""
     if flow.copier == "python" or flow.exactly_once:
+        return
+    if syncs_schemas:  # `native` with schema sync was refused at load
+        notice(
+            f"flow {flow.name}: copying with the Python loop (schema ids are translated "
+            "there; the native loop copies bytes unchanged)"
+        )
         return
     from ferry.engine.copy.native_loop import native_module, unavailable_reason
 

@@ -155,7 +155,7 @@ class Runner:
             # spends seconds starting.
             for flow in self.config.enabled_flows:
                 prepare(self.config, flow, self._retrying)
-                check_copier(flow, self._notice)
+                check_copier(flow, self._notice, self.config.syncs_schemas(flow))
                 if flow.exactly_once and (self.once or not flow.leased):
                     # Batches start one id per partition with work; a lease starts all its own.
                     fence_flow(self.config, flow, self._retrying)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
-from ferry.errors import KafkaUnavailableError, ReplicationError
+from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.kafka.schema_wire import (
     MAGIC_BYTE,
     ORIGINAL_ID_HEADERS,
@@ -45,7 +45,7 @@ from ferry.kafka.schema_wire import (
     target_subject,
 )
 
-__all__ = ["RegistryEndpoint", "SchemaTranslator", "translator_for"]
+__all__ = ["RegistryEndpoint", "SchemaTranslator", "check_registry", "translator_for"]
 
 # The source registry answers 404 with these codes for an id it never gave (Confluent's
 # 40403 "schema not found"; Apicurio's ccompat answers the same).
@@ -313,6 +313,24 @@ def translator_for(
             )
             _translators[key] = translator
         return translator
+
+
+def check_registry(alias: str, conf: Mapping[str, str]) -> None:
+    """Before a run copies: the cluster's registry answers (its subjects listed), so a wrong
+    URL or credentials are said at start, not first met by a copy task."""
+    try:
+        _client(conf).get_subjects()
+    except Exception as exc:  # SchemaRegistryError or the HTTP client's: classified
+        detail = f"listing its subjects: {type(exc).__name__}: {exc}"
+        if _status(exc) in (401, 403):
+            raise FerryError(
+                f"the schema registry of cluster {alias} ({conf['url']}) refused ferry: "
+                f"{detail}. Fix: {alias}.schema.registry.basic.auth.user.info or "
+                f"{alias}.schema.registry.bearer.auth.*"
+            ) from None
+        raise KafkaUnavailableError(
+            alias, conf["url"], detail, what="schema registry did not answer"
+        ) from None
 
 
 def _client(conf: Mapping[str, str]) -> Any:
