@@ -236,7 +236,9 @@ def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     assert status.returncode == 0, status.stderr
     assert "AUTHORIZATION" not in status.stdout + status.stderr
     doctor = run_ferry("doctor", "-c", str(config))
-    assert doctor.returncode == 0, doctor.stderr
+    # Single-node clusters hold one replica of everything: warnings (exit 2), never an error.
+    assert doctor.returncode == 2, doctor.stdout + doctor.stderr
+    assert "0 error(s)" in doctor.stdout
     assert "AUTHORIZATION" not in doctor.stdout + doctor.stderr
 
     monitor = run_ferry("monitor", "-c", str(config), "--once")
@@ -352,10 +354,16 @@ def _ferry_acl(operation: AclOperation) -> AclBinding:
     )
 
 
-def _acl_findings(config: Path) -> list[dict[str, str]]:
+def _doctor(config: Path) -> tuple[int, list[dict[str, str]]]:
+    """`ferry doctor --json`'s exit code and its ACL findings, errors and warnings."""
     doctor = run_ferry("doctor", "-c", str(config), "--json")
-    assert doctor.returncode == 0, doctor.stderr
-    return [f for f in json.loads(doctor.stdout)["warnings"] if f["kind"] == "acl"]
+    assert doctor.returncode in (0, 1, 2), doctor.stdout + doctor.stderr
+    found = json.loads(doctor.stdout)
+    return doctor.returncode, [f for f in found["errors"] + found["warnings"] if f["kind"] == "acl"]
+
+
+def _acl_findings(config: Path) -> list[dict[str, str]]:
+    return _doctor(config)[1]
 
 
 def test_doctor_names_the_acl_removed_from_ferrys_principal(
@@ -393,7 +401,8 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
             "doctor to see the removed ACL",
         )
         (finding,) = found[-1]
-        assert finding["cluster"] == "B"
+        assert (finding["cluster"], finding["severity"]) == ("B", "warning")  # settings only
+        assert _doctor(config)[0] == 2  # single-node: RF 1 warnings besides; no error
         assert "may not ALTER_CONFIGS on TOPIC '*' (sync topic settings)" in finding["detail"]
         assert "as the target of flow A->B" in finding["detail"]
         assert (
@@ -402,6 +411,39 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
         )
     finally:
         for future in b_admin.create_acls([alter_configs]).values():
+            future.result(30)
+        wait_for(lambda: _acl_findings(config) == [], 60, "ferry's ACLs restored")
+
+    # Without READ on groups of B ferry cannot commit its position: replication stops, an error.
+    group_read = AclBinding(
+        ResourceType.GROUP,
+        "*",
+        ResourcePatternType.LITERAL,
+        "User:ferry",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    group_read_filter = AclBindingFilter(
+        ResourceType.GROUP,
+        "*",
+        ResourcePatternType.LITERAL,
+        "User:ferry",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    assert len(b_admin.delete_acls([group_read_filter])[group_read_filter].result(30)) == 1
+    try:
+        seen: list[tuple[int, list[dict[str, str]]]] = []
+        wait_for(lambda: bool(seen.append(_doctor(config)) or seen[-1][0] == 1), 60, "an error")
+        code, findings = seen[-1]
+        errors = [f for f in findings if f["severity"] == "error"]
+        assert code == 1 and errors, findings
+        assert any("may not READ on GROUP '*'" in f["detail"] for f in errors), errors
+        assert all(f["cluster"] == "B" for f in errors), errors
+    finally:
+        for future in b_admin.create_acls([group_read]).values():
             future.result(30)
         wait_for(lambda: _acl_findings(config) == [], 60, "ferry's ACLs restored")
 

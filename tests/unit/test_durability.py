@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.ops.durability import TopicFacts, judge_producer, judge_topic
+from ferry.ops.durability import TopicFacts, exit_code, judge_producer, judge_topic
 
 
 def kinds(rf: int, **configs: str) -> list[str]:
@@ -46,7 +46,7 @@ def test_every_finding_names_cluster_topic_and_says_why_in_one_sentence() -> Non
     for f in judge_topic(facts):
         assert (f.cluster, f.topic) == ("B", "A.orders")
         assert f.detail.count(". ") == 0 and len(f.detail) > 40
-        assert set(f.to_json()) == {"kind", "cluster", "topic", "detail"}
+        assert set(f.to_json()) == {"kind", "cluster", "topic", "detail", "severity"}
 
 
 def test_producer_settings_weaker_than_acks_all_with_idempotence() -> None:
@@ -56,3 +56,13 @@ def test_producer_settings_weaker_than_acks_all_with_idempotence() -> None:
     weak = judge_producer("B", {"request.required.acks": "1", "enable.idempotence": "false"})
     assert [f.kind for f in weak] == ["producer-acks", "producer-idempotence"]
     assert all(f.cluster == "B" and f.topic is None for f in weak)
+
+
+def test_what_stops_replication_is_an_error_and_what_weakens_it_a_warning() -> None:
+    weak = judge_topic(TopicFacts("B", "A.orders", 1, {"unclean.leader.election.enable": "true"}))
+    assert {f.severity for f in weak} == {"warning"}
+    assert exit_code(weak) == 2
+    refused = judge_topic(TopicFacts("B", "A.orders", 2, {"min.insync.replicas": "3"}))
+    assert [(f.kind, f.severity) for f in refused] == [("min-insync-replicas", "error")]
+    assert exit_code(weak + refused) == 1
+    assert exit_code([]) == 0

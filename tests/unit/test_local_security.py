@@ -127,3 +127,22 @@ def test_local_up_refuses_an_unknown_security_mode_before_starting_anything(
     assert result.returncode == 1
     assert "--security 'tls' is not one of plaintext, sasl_ssl, ssl" in result.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_rows_of_a_part_the_flow_turned_off_are_not_needed_and_only_copy_rows_stop_it() -> None:
+    from ferry.config.model import FlowConfig
+
+    quiet_source = FlowConfig(
+        source="A", target="B", emit_heartbeats_enabled=False, sync_topic_acls_enabled=False
+    )
+    needed = {
+        (r.resource, r.name, r.operation) for r in FERRY_PERMISSIONS if r.needed(quiet_source)
+    }
+    assert ("TOPIC", "heartbeats", "WRITE") not in needed
+    assert ("CLUSTER", "kafka-cluster", "ALTER") not in needed
+    assert ("TOPIC", "*", "READ") in needed
+    assert all(r.needed(FlowConfig(source="A", target="B")) for r in FERRY_PERMISSIONS)
+    stops = {(r.side, r.resource, r.operation) for r in FERRY_PERMISSIONS if r.stops}
+    assert ("source", "TOPIC", "READ") in stops and ("target", "TOPIC", "WRITE") in stops
+    assert ("target", "TOPIC", "ALTER_CONFIGS") not in stops  # settings sync only
+    assert ("source", "TOPIC", "WRITE") not in stops  # heartbeats only

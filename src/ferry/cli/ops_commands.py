@@ -80,18 +80,34 @@ def _print_status(flows: list[Any]) -> None:
 
 
 def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
-    """Warn where a target cannot keep what it acknowledged (replicas, ISR, producer), and
-    name each ACL ferry's principal lacks on a flow's source or target."""
+    """Check what would stop or weaken replication: a target that cannot keep what it
+    acknowledged (replicas, ISR, producer) and each ACL ferry's principal lacks on a flow's
+    source or target. Exits 0 when nothing is found, 1 when a finding stops replication (an
+    error), 2 when findings only weaken it (warnings), so it can gate a deploy."""
     from ferry.ops.doctor import diagnose
+    from ferry.ops.durability import exit_code
 
     findings = diagnose(load(config))
+    errors = [f for f in findings if f.severity == "error"]
+    warnings = [f for f in findings if f.severity == "warning"]
     if as_json:
-        print(json.dumps({"warnings": [f.to_json() for f in findings]}))
-        return
-    for f in findings:
-        where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
-        out.print(f"warning: {where}: {f.detail} [{f.kind}]", highlight=False, markup=False)
-    out.print(f"{len(findings)} warning(s)")
+        print(
+            json.dumps(
+                {
+                    k: [f.to_json() for f in v]
+                    for k, v in (("errors", errors), ("warnings", warnings))
+                }
+            )
+        )
+    else:
+        for f in errors + warnings:
+            where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
+            line = f"{f.severity}: {where}: {f.detail} [{f.kind}]"
+            out.print(line, highlight=False, markup=False)
+        out.print(f"{len(errors)} error(s), {len(warnings)} warning(s)")
+    code = exit_code(findings)
+    if code:
+        raise typer.Exit(code)
 
 
 def monitor(

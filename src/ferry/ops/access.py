@@ -89,12 +89,15 @@ def _findings(
 ) -> Iterable[Finding]:
     principal = cluster.admin_config().get("sasl.username", "<ferry's principal>")
     for row in missing_permissions(side, allowed):
+        if not row.needed(flow):
+            continue  # e.g. heartbeats' rows with emit.heartbeats.enabled = false
         yield Finding(
             "acl",
             cluster.alias,
             None,
             f"ferry's principal may not {row.describe()} ({row.why}), which it needs as the "
             f"{side} of flow {flow.name}; grant it: {row.grant_command(principal)}",
+            "error" if row.stops else "warning",
         )
 
 

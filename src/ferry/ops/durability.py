@@ -9,8 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Literal
 
-__all__ = ["Finding", "TopicFacts", "judge_producer", "judge_topic"]
+__all__ = [
+    "EXIT_ERRORS",
+    "EXIT_WARNINGS",
+    "Finding",
+    "Severity",
+    "TopicFacts",
+    "exit_code",
+    "judge_producer",
+    "judge_topic",
+]
+
+# "error": replication stops as things are (ferry doctor exits 1); "warning": it runs
+# weakened: a loss possible on a broker failure, or a part of the flow (checkpoints, settings,
+# ACLs, heartbeats) not kept (exit 2).
+Severity = Literal["error", "warning"]
+EXIT_ERRORS, EXIT_WARNINGS = 1, 2
 
 
 @dataclass(frozen=True)
@@ -29,14 +45,15 @@ class Finding:
     cluster: str
     topic: str | None
     detail: str
+    severity: Severity = "warning"
 
     def to_json(self) -> dict[str, str | None]:
         return asdict(self)
 
 
 def judge_topic(facts: TopicFacts) -> list[Finding]:
-    def finding(kind: str, detail: str) -> Finding:
-        return Finding(kind, facts.cluster, facts.topic, detail)
+    def finding(kind: str, detail: str, severity: Severity = "warning") -> Finding:
+        return Finding(kind, facts.cluster, facts.topic, detail, severity)
 
     rf = facts.replication_factor
     findings = []
@@ -63,6 +80,7 @@ def judge_topic(facts: TopicFacts) -> list[Finding]:
                 "min-insync-replicas",
                 f"min.insync.replicas={min_isr} exceeds its {rf} replicas: the target refuses "
                 "every acks=all write, so replication stops (lower it or add replicas)",
+                "error",
             )
         )
     if facts.configs.get("unclean.leader.election.enable", "").lower() == "true":
@@ -111,3 +129,11 @@ def _int(value: str | None) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def exit_code(findings: list[Finding]) -> int:
+    """`ferry doctor`'s exit code, so it can gate a deploy: 1 if a finding stops replication,
+    2 if some only weaken it, 0 if nothing was found."""
+    if any(f.severity == "error" for f in findings):
+        return EXIT_ERRORS
+    return EXIT_WARNINGS if findings else 0

@@ -31,6 +31,15 @@ class Permission:
     pattern: Literal["LITERAL", "PREFIXED"]
     operation: str
     why: str
+    # Without it the copy itself stops (`ferry doctor` calls that an error); without the others
+    # a part of the flow (checkpoints, settings, ACLs, heartbeats) is not kept (a warning).
+    stops: bool = False
+    # The flow setting (a FlowConfig field) that needs this row; "" for every flow.
+    needed_by: str = ""
+
+    def needed(self, settings: object) -> bool:
+        """Whether a flow with these settings needs the row (its `needed_by` on, or none)."""
+        return not self.needed_by or bool(getattr(settings, self.needed_by))
 
     def grant_command(self, principal: str) -> str:
         """The `kafka-acls.sh` options that grant this row to `principal`."""
@@ -56,27 +65,113 @@ class Permission:
 # '*' stands for every name (Kafka's wildcard) where ferry copies, syncs or creates whatever
 # the config selects; narrow it to the topics and groups you replicate.
 FERRY_PERMISSIONS: tuple[Permission, ...] = (
-    Permission("source", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets"),
-    Permission("source", "TOPIC", "*", "LITERAL", "READ", "copy the records"),
-    Permission("source", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "create remote topics alike"),
-    Permission("source", "TOPIC", "heartbeats", "LITERAL", "CREATE", "heartbeats topic"),
-    Permission("source", "TOPIC", "heartbeats", "LITERAL", "WRITE", "emit heartbeats"),
-    Permission("source", "GROUP", "*", "LITERAL", "DESCRIBE", "read groups' committed offsets"),
-    Permission("source", "CLUSTER", "kafka-cluster", "LITERAL", "DESCRIBE", "read topic ACLs"),
-    Permission("target", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets"),
-    Permission("target", "TOPIC", "*", "LITERAL", "CREATE", "create remote and internal topics"),
-    Permission("target", "TOPIC", "*", "LITERAL", "WRITE", "write copies, runs, checkpoints"),
-    Permission("target", "TOPIC", "*", "LITERAL", "READ", "read offset runs and checkpoints"),
-    Permission("target", "TOPIC", "*", "LITERAL", "ALTER", "add partitions the source gained"),
-    Permission("target", "TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS", "compare topic settings"),
-    Permission("target", "TOPIC", "*", "LITERAL", "ALTER_CONFIGS", "sync topic settings"),
-    Permission("target", "GROUP", "*", "LITERAL", "DESCRIBE", "read positions and groups"),
-    Permission("target", "GROUP", "*", "LITERAL", "READ", "commit positions, sync groups"),
     Permission(
-        "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "DESCRIBE", "exactly-once copies"
+        "source", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets", stops=True
     ),
-    Permission("target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "WRITE", "exactly-once copies"),
-    Permission("target", "CLUSTER", "kafka-cluster", "LITERAL", "ALTER", "create synced ACLs"),
+    Permission("source", "TOPIC", "*", "LITERAL", "READ", "copy the records", stops=True),
+    Permission(
+        "source",
+        "TOPIC",
+        "*",
+        "LITERAL",
+        "DESCRIBE_CONFIGS",
+        "create remote topics alike",
+        stops=True,
+    ),
+    Permission(
+        "source",
+        "TOPIC",
+        "heartbeats",
+        "LITERAL",
+        "CREATE",
+        "heartbeats topic",
+        needed_by="emit_heartbeats_enabled",
+    ),
+    Permission(
+        "source",
+        "TOPIC",
+        "heartbeats",
+        "LITERAL",
+        "WRITE",
+        "emit heartbeats",
+        needed_by="emit_heartbeats_enabled",
+    ),
+    Permission(
+        "source",
+        "GROUP",
+        "*",
+        "LITERAL",
+        "DESCRIBE",
+        "read groups' committed offsets",
+        needed_by="emit_checkpoints_enabled",
+    ),
+    Permission(
+        "source",
+        "CLUSTER",
+        "kafka-cluster",
+        "LITERAL",
+        "DESCRIBE",
+        "read topic ACLs",
+        needed_by="sync_topic_acls_enabled",
+    ),
+    Permission(
+        "target", "TOPIC", "*", "LITERAL", "DESCRIBE", "topic metadata and offsets", stops=True
+    ),
+    Permission(
+        "target", "TOPIC", "*", "LITERAL", "CREATE", "create remote and internal topics", stops=True
+    ),
+    Permission(
+        "target", "TOPIC", "*", "LITERAL", "WRITE", "write copies, runs, checkpoints", stops=True
+    ),
+    Permission(
+        "target", "TOPIC", "*", "LITERAL", "READ", "read offset runs and checkpoints", stops=True
+    ),
+    Permission("target", "TOPIC", "*", "LITERAL", "ALTER", "add partitions the source gained"),
+    Permission(
+        "target",
+        "TOPIC",
+        "*",
+        "LITERAL",
+        "DESCRIBE_CONFIGS",
+        "compare topic settings",
+        needed_by="sync_topic_configs_enabled",
+    ),
+    Permission(
+        "target",
+        "TOPIC",
+        "*",
+        "LITERAL",
+        "ALTER_CONFIGS",
+        "sync topic settings",
+        needed_by="sync_topic_configs_enabled",
+    ),
+    Permission(
+        "target", "GROUP", "*", "LITERAL", "DESCRIBE", "read positions and groups", stops=True
+    ),
+    Permission(
+        "target", "GROUP", "*", "LITERAL", "READ", "commit positions, sync groups", stops=True
+    ),
+    Permission(
+        "target",
+        "TRANSACTIONAL_ID",
+        "ferry:",
+        "PREFIXED",
+        "DESCRIBE",
+        "exactly-once copies",
+        stops=True,
+    ),
+    Permission(
+        "target", "TRANSACTIONAL_ID", "ferry:", "PREFIXED", "WRITE", "exactly-once copies", True
+    ),
+    Permission(
+        "target",
+        "CLUSTER",
+        "kafka-cluster",
+        "LITERAL",
+        "ALTER",
+        "create synced ACLs",
+        needed_by="sync_topic_acls_enabled",
+    ),
 )
 
 
