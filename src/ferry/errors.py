@@ -6,6 +6,8 @@
     ├── LocalClusterError        `ferry local` could not start, find or stop a broker
     ├── KafkaUnavailableError    a cluster did not answer in time (or a batch must be copied
     │                            again); retry with backoff
+    ├── RefusedError             a cluster answered no (an ACL, credentials, a policy, a request
+    │                            it rejects); never retried as an outage: it says the fix
     ├── ReplicationError         copying failed at a known cluster/topic/partition/offset
     └── ControlError             a change asked of a running ferry (the API) was refused
         ├── UnknownFlowError     no running flow by that name (HTTP 404)
@@ -27,6 +29,7 @@ __all__ = [
     "FerryError",
     "KafkaUnavailableError",
     "LocalClusterError",
+    "RefusedError",
     "RejectedChangeError",
     "ReplicationError",
     "UnknownFlowError",
@@ -97,6 +100,18 @@ class KafkaUnavailableError(FerryError):
         super().__init__(f"cluster {cluster} ({bootstrap}) {what}: {detail}")
 
 
+class RefusedError(FerryError):
+    """A cluster answered and said no: an authorization or authentication failure, a policy,
+    a request it rejects. Not an outage: retrying changes nothing until someone acts."""
+
+    def __init__(self, cluster: str, bootstrap: str, detail: str, fix: str) -> None:
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self.detail = detail
+        self.fix = fix
+        super().__init__(f"cluster {cluster} ({bootstrap}) refused: {detail}. Fix: {fix}")
+
+
 class ReplicationError(FerryError):
     """Copying stopped at a precise record; carries where, so an operator can fix and rerun."""
 
@@ -149,6 +164,10 @@ def error_to_text(error: FerryError) -> str:
         fields.update(
             cluster=error.cluster, bootstrap=error.bootstrap, detail=error.detail, what=error.what
         )
+    elif isinstance(error, RefusedError):
+        fields.update(
+            cluster=error.cluster, bootstrap=error.bootstrap, detail=error.detail, fix=error.fix
+        )
     encoded = base64.b64encode(json.dumps(fields).encode()).decode()
     return f"{error} [ferry-error:{encoded}]"
 
@@ -176,6 +195,8 @@ def error_from_text(text: str) -> FerryError | None:
             fields["detail"],
             fields.get("what", "is unreachable"),
         )
+    if kind == "RefusedError":
+        return RefusedError(fields["cluster"], fields["bootstrap"], fields["detail"], fields["fix"])
     return FerryError(fields["text"])
 
 

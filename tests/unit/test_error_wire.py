@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ferry.errors import (
     FerryError,
     KafkaUnavailableError,
+    RefusedError,
     ReplicationError,
     error_from_text,
     error_to_text,
@@ -26,10 +27,14 @@ FULL = ReplicationError(
 BARE = ReplicationError("topic vanished", cluster="A", topic="orders")
 UNAVAILABLE = KafkaUnavailableError("B", "b1:9092,b2:9092", "timed out after 10 s")
 PLAIN = FerryError("something went wrong")
+REFUSED = RefusedError(
+    "A", "a1:9092", "could not list groups: GROUP_AUTHORIZATION_FAILED", "grant it DESCRIBE"
+)
 
 FIELDS = {
     ReplicationError: ("reason", "cluster", "topic", "partition", "offset", "fix"),
     KafkaUnavailableError: ("cluster", "bootstrap", "detail"),
+    RefusedError: ("cluster", "bootstrap", "detail", "fix"),
     FerryError: (),
 }
 
@@ -68,7 +73,9 @@ def java_trace(message: str) -> str:
     )
 
 
-@pytest.mark.parametrize("error", [FULL, BARE, UNAVAILABLE, PLAIN], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error", [FULL, BARE, UNAVAILABLE, REFUSED, PLAIN], ids=lambda e: type(e).__name__
+)
 def test_round_trip(error: FerryError) -> None:
     text = error_to_text(error)
     assert text.startswith(str(error))  # readable before the marker
@@ -82,7 +89,9 @@ def test_replication_error_without_location_keeps_its_nones() -> None:
     assert str(got) == "cluster A, topic orders: topic vanished"
 
 
-@pytest.mark.parametrize("error", [FULL, BARE, UNAVAILABLE, PLAIN], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error", [FULL, BARE, UNAVAILABLE, REFUSED, PLAIN], ids=lambda e: type(e).__name__
+)
 def test_marker_survives_a_stack_trace(error: FerryError) -> None:
     assert_same(error_from_text(java_trace(error_to_text(error))), error)
 

@@ -6,8 +6,14 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.config.model import ClusterConfig
-from ferry.errors import KafkaUnavailableError, ReplicationError
-from ferry.kafka.errors import UNREACHABLE_CODES, Endpoint, ferry_error, kafka_errors
+from ferry.errors import KafkaUnavailableError, RefusedError, ReplicationError
+from ferry.kafka.errors import (
+    REFUSAL_CODES,
+    UNREACHABLE_CODES,
+    Endpoint,
+    ferry_error,
+    kafka_errors,
+)
 
 A = ClusterConfig(alias="A", bootstrap_servers="a:9092")
 
@@ -48,12 +54,47 @@ def test_a_future_with_no_answer_in_time_is_unavailable_not_a_crash() -> None:
     assert isinstance(caught.value.__cause__, TimeoutError)
 
 
-def test_a_refusal_without_a_fix_is_unavailable_too() -> None:
-    with pytest.raises(KafkaUnavailableError) as caught, kafka_errors(A, "list topics"):
-        _raise(KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    assert "could not list topics: TOPIC_AUTHORIZATION_FAILED: the broker's words" in str(
-        caught.value
+def test_a_refusal_without_a_fix_is_a_refusal_naming_the_acl_route_not_an_outage() -> None:
+    with (
+        pytest.raises(RefusedError) as caught,
+        kafka_errors(A, "read group offsets", topic="orders"),
+    ):
+        _raise(KafkaError.GROUP_AUTHORIZATION_FAILED, "Not authorized")
+    error = caught.value
+    assert not isinstance(error, KafkaUnavailableError)  # never retried as an outage
+    assert (error.cluster, error.bootstrap) == ("A", "a:9092")
+    assert str(error).startswith(
+        "cluster A (a:9092) refused: topic orders, could not read group offsets: "
+        "GROUP_AUTHORIZATION_FAILED: Not authorized. Fix: grant ferry's principal on A the "
+        "ACL it needs to read group offsets; `ferry doctor -c CONFIG` names each ACL"
     )
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        (KafkaError.SASL_AUTHENTICATION_FAILED, "check A's security settings"),
+        (KafkaError._AUTHENTICATION, "did not accept ferry's credentials"),
+        (KafkaError.POLICY_VIOLATION, "a policy of A refused it"),
+        (KafkaError.INVALID_CONFIG, "the brokers of A refused the request as it is"),
+    ],
+)
+def test_credentials_policies_and_invalid_requests_are_refusals(code: int, says: str) -> None:
+    with pytest.raises(RefusedError) as caught, kafka_errors(A, "alter configs"):
+        _raise(code)
+    assert says in caught.value.fix
+
+
+def test_every_refusal_code_is_neither_unreachable_nor_retriable() -> None:
+    assert not REFUSAL_CODES & UNREACHABLE_CODES
+    for code in REFUSAL_CODES:
+        assert not KafkaError(code).retriable(), KafkaError(code).name()
+
+
+def test_a_busy_or_moving_cluster_stays_an_outage() -> None:
+    for code in (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_ENOUGH_REPLICAS):
+        with pytest.raises(KafkaUnavailableError), kafka_errors(A, "commit"):
+            _raise(code)
 
 
 def test_a_refusal_with_a_fix_is_a_replication_error_at_the_topic_and_partition() -> None:

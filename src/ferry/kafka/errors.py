@@ -4,12 +4,17 @@
 error, chained to the original (whose `KafkaError` keeps `.code()` and `.str()`):
 
     a code in `done`                      the work is done already: the block ends, quietly
+    REFUSAL_CODES, with a `fix`           ReplicationError at cluster/topic/partition
+    REFUSAL_CODES, without a `fix`        RefusedError: the cluster said no (an ACL, the
+                                          credentials, a policy); its fix by the code, never
+                                          retried as if the cluster were down
     UNREACHABLE_CODES, or no KafkaError   KafkaUnavailableError (retried with backoff)
     TimeoutError (a future's `result(t)`  KafkaUnavailableError: no answer in time is a
       with no answer within t)              cluster that does not answer, never a crash
     any other code, with a `fix`          ReplicationError at cluster/topic/partition
     any other code, without a `fix`       KafkaUnavailableError (a request about the cluster
-                                          as a whole: metadata, offsets, commits)
+                                          as a whole: metadata, offsets, commits; a leader
+                                          or coordinator moving, a partition not ready yet)
 
 Each message carries the error's code and text, and `action` (what was being done) if given.
 """
@@ -23,14 +28,16 @@ from typing import NamedTuple
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.config.model import ClusterConfig
-from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
+from ferry.errors import FerryError, KafkaUnavailableError, RefusedError, ReplicationError
 
 __all__ = [
+    "REFUSAL_CODES",
     "UNREACHABLE_CODES",
     "Endpoint",
     "ferry_error",
     "kafka_error_of",
     "kafka_errors",
+    "refusal_fix",
     "unavailable",
 ]
 
@@ -48,6 +55,62 @@ UNREACHABLE_CODES = frozenset(
         KafkaError.BROKER_NOT_AVAILABLE,
     }
 )
+
+
+_AUTHORIZATION = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+    }
+)
+_AUTHENTICATION = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    }
+)
+# Answers that say no: the same request gets the same answer until someone changes an ACL,
+# a credential, a policy or the request. Everything else without a fix is taken for a
+# cluster that is down or busy (a leader, a coordinator moving) and retried.
+REFUSAL_CODES = (
+    _AUTHORIZATION
+    | _AUTHENTICATION
+    | frozenset(
+        {
+            KafkaError.POLICY_VIOLATION,
+            KafkaError.INVALID_REQUEST,
+            KafkaError.INVALID_CONFIG,
+            KafkaError.INVALID_REPLICATION_FACTOR,
+            KafkaError.UNSUPPORTED_VERSION,
+            KafkaError.SECURITY_DISABLED,
+        }
+    )
+)
+
+
+def refusal_fix(cluster: Cluster, code: int, action: str = "") -> str:
+    """What to do about a refusal of `cluster`, by its code."""
+    if code in _AUTHORIZATION:
+        what = f" to {action}" if action else ""
+        return (
+            f"grant ferry's principal on {cluster.alias} the ACL it needs{what}; "
+            "`ferry doctor -c CONFIG` names each ACL ferry lacks with the kafka-acls.sh "
+            "command that grants it"
+        )
+    if code in _AUTHENTICATION:
+        return (
+            f"check {cluster.alias}'s security settings (security.protocol, sasl.mechanism, "
+            "sasl.username and sasl.password or sasl.jaas.config, ssl.*): its brokers did "
+            "not accept ferry's credentials"
+        )
+    if code == KafkaError.POLICY_VIOLATION:
+        return f"a policy of {cluster.alias} refused it; its broker's log says which rule"
+    return f"the brokers of {cluster.alias} refused the request as it is (the reason above)"
 
 
 class Endpoint(NamedTuple):
@@ -128,4 +191,8 @@ def ferry_error(
             fix=fix(error) if callable(fix) else fix,
         )
     detail = f"could not {action}: {text}" if action else text
+    if error is not None and error.code() in REFUSAL_CODES:
+        where = f"topic {topic}, " if topic is not None else ""
+        fix_text = refusal_fix(cluster, error.code(), action)
+        return RefusedError(cluster.alias, cluster.bootstrap_servers, where + detail, fix_text)
     return KafkaUnavailableError(cluster.alias, cluster.bootstrap_servers, detail)
