@@ -45,7 +45,7 @@ from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
-from ferry.ops.cluster_health import DIAGNOSIS_SECONDS, Explainer
+from ferry.ops.cluster_health import DIAGNOSIS_SECONDS, Explainer, diagnose
 from ferry.policy import policy_for
 
 __all__ = [
@@ -216,6 +216,13 @@ def flow_status(
         rpo = flow_rpo(rpos.values())
     except FerryError as exc:
         errors.extend(explain(exc))
+    if lag and not errors:
+        # Behind while both answer: a target whose partitions cannot take acks=all writes
+        # (below min.insync.replicas, leaderless, brokers gone with the controller quorum)
+        # still serves these reads, so only its health says why the copy waits.
+        found = diagnose(target, min(timeout, DIAGNOSIS_SECONDS))
+        if found is not None:
+            errors.append(found)
     return FlowStatus(
         flow.name,
         latency,
