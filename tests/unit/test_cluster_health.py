@@ -239,3 +239,11 @@ def test_diagnose_asks_each_listed_broker_at_its_own_address(
     )
     text = diagnose(cluster("B"), 1.0)
     assert text is not None and "of the 3 it lists (2, 3) do not" in text
+
+
+def test_a_broker_answering_under_any_security_protocol_is_found_at_its_address() -> None:
+    from ferry.ops.cluster_health import broker_address
+
+    assert broker_address("127.0.0.1:9092/1") == "127.0.0.1:9092"
+    assert broker_address("sasl_ssl://127.0.0.1:9093/2") == "127.0.0.1:9093"
+    assert broker_address("ssl://broker-1.dc-a:9094/bootstrap") == "broker-1.dc-a:9094"

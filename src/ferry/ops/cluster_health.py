@@ -39,6 +39,7 @@ __all__ = [
     "Explainer",
     "PartitionMeta",
     "Shortfall",
+    "broker_address",
     "describe_health",
     "diagnose",
     "shortfalls",
@@ -189,6 +190,12 @@ def diagnose(cluster: ClusterConfig, timeout: float) -> str | None:
     return describe_health(cluster.alias, answer.brokers, metadata, min_isr, silent=silent)
 
 
+def broker_address(name: str) -> str:
+    """host:port of a librdkafka broker name: `127.0.0.1:9092/1` in plaintext,
+    `sasl_ssl://127.0.0.1:9093/1` with any other security protocol."""
+    return name.split("://", 1)[-1].split("/", 1)[0]
+
+
 def _silent_brokers(
     cluster: ClusterConfig, brokers: Mapping[int, Any], deadline: float
 ) -> list[int]:
@@ -204,7 +211,7 @@ def _silent_brokers(
             answer = admin.list_topics(timeout=max(0.5, deadline - time.monotonic()))
         except KafkaException:
             return False
-        return str(answer.orig_broker_name).split("/")[0] == address
+        return broker_address(str(answer.orig_broker_name)) == address
 
     if not brokers:
         return []
