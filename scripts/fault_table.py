@@ -23,6 +23,7 @@ COLUMNS = (
     ("out of order", "out_of_order"),
     ("aborted read", "aborted_read"),
     ("foreign", "foreign"),
+    ("acked, not on source", "not_on_source"),
     ("caught up (s)", "recovery_seconds"),
     ("verdict", "ok"),
 )
@@ -56,6 +57,8 @@ def table(rows: list[dict[str, object]]) -> str:
                 value = fault_name(str(value))
             elif key == "ok":
                 value = "pass" if value else "**FAIL**"
+            elif value is None:
+                value = "–"  # a run from before the suite counted it
             elif isinstance(value, int):
                 value = f"{value:,}"
             cells.append(str(value))
