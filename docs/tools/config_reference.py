@@ -83,6 +83,15 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
         "record's schema id to the target's ([Schema registries](../schema-registries.md)); "
         "acts only when both ends name a registry",
     ),
+    "source.read.only": (
+        "none (MM2 writes nothing to the source with `emit.heartbeats.enabled = false` and "
+        "`offset-syncs.topic.location = target`)",
+        "`true`: ferry writes nothing at all to the flow's source (heartbeats off; a setting "
+        "that would write there, another flow copying into it, or the API's changes kept "
+        "there is refused at load; `ferry switchover` refuses). The source principal needs "
+        "only READ, DESCRIBE and DESCRIBE_CONFIGS "
+        "([read-only source](../security.md#a-read-only-source))",
+    ),
     "replication.factor": (SAME, "replication factor of the remote topics ferry creates"),
     "heartbeats.topic.replication.factor": (SAME, "of `heartbeats`; 1 on single-broker clusters"),
     "checkpoints.topic.replication.factor": (

@@ -12,6 +12,7 @@ from ferry.local import spark as local_spark
 from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import SASL_ADMIN_CLIENT, SASL_BROKER
+from tests.integration.secure_pair import SecurePair, up
 from tests.integration.spark_workers import (
     WORKER_CORES,
     WORKER_MEMORY,
@@ -60,3 +61,15 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         yield brokers
     finally:
         assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
+    """`ferry local up --security sasl_ssl`: A and B over TLS with SCRAM users and ACLs."""
+    yield from up(tmp_path_factory, "sasl_ssl")
+
+
+@pytest.fixture(scope="session")
+def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
+    """`ferry local up --security ssl`: A and B with mutual TLS and ACLs."""
+    yield from up(tmp_path_factory, "ssl")

@@ -4,8 +4,8 @@ The clusters come from `ferry local up --security`, and ferry runs as its `ferry
 which has exactly the ACLs `ferry.ops.permissions` lists (the README's list): a copy in both
 modes, checkpoints, heartbeats, ACL and config sync, status, doctor and a failover all
 succeeding with them is the least-privilege test. Cluster start-up is the cost (TLS and SCRAM
-add seconds to each), so one SASL_SSL pair and one mutual-TLS pair serve the whole module,
-which runs under its own marker: `make secure-test`.
+add seconds to each), so one SASL_SSL pair and one mutual-TLS pair serve every secure module,
+which runs under its own marker: `make secure-test` (the pairs: tests/integration/secure_pair.py).
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclBindingFilter,
@@ -34,80 +32,13 @@ from ferry.engine.runner import Runner
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, wait_for
 from tests.integration.replication_setup import run_beside, run_once
+from tests.integration.secure_pair import SecurePair, Settings, commit, committed, properties
 
 # Starting a pair of TLS clusters and Spark took up to 165 s on a busy 2-core machine, and the
 # first test's timeout counts its fixtures' set-up too.
 pytestmark = [pytest.mark.integration, pytest.mark.secure, pytest.mark.timeout(900)]
 
 NOW_MS = int(time.time() * 1000)
-Settings = dict[str, str]
-
-
-class SecurePair:
-    """Clusters A and B of one `ferry local up --security` run: each principal's settings."""
-
-    def __init__(self, directory: Path, printed: dict[str, Settings]) -> None:
-        self.directory = directory
-        self.printed = printed
-        self.state = json.loads((directory / "clusters.json").read_text())
-
-    def ferry(self, alias: str) -> Settings:
-        return dict(self.printed[alias])
-
-    def admin(self, alias: str) -> Settings:
-        admin: Settings = self.state[alias]["admin"]
-        return dict(admin)
-
-    def admin_only(self, alias: str) -> Settings:
-        """The admin's settings without bootstrap.servers (the helpers take it apart)."""
-        return {k: v for k, v in self.admin(alias).items() if k != "bootstrap.servers"}
-
-    def bootstrap(self, alias: str) -> str:
-        return self.printed[alias]["bootstrap.servers"]
-
-
-def _up(tmp_path_factory: pytest.TempPathFactory, security: str) -> Iterator[SecurePair]:
-    directory = tmp_path_factory.mktemp(f"secure-{security}")
-    args = ("local", "up", "--clusters", "A,B", "--dir", str(directory), "--json")
-    result = run_ferry(*args, "--security", security, timeout=300)
-    assert result.returncode == 0, result.stderr
-    try:
-        yield SecurePair(directory, json.loads(result.stdout))
-    finally:
-        assert run_ferry("local", "down", "--dir", str(directory)).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
-    yield from _up(tmp_path_factory, "sasl_ssl")
-
-
-@pytest.fixture(scope="module")
-def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecurePair]:
-    yield from _up(tmp_path_factory, "ssl")
-
-
-def _properties(
-    directory: Path, clusters: dict[str, Settings], topics: str, **settings: str
-) -> Path:
-    """An MM2-style file: every cluster key as given, replication factors 1, A->B enabled."""
-    lines = ["clusters = A, B"]
-    lines += [f"{alias}.{k} = {v}" for alias, s in clusters.items() for k, v in s.items()]
-    values = {
-        "A->B.enabled": "true",
-        "topics": topics,
-        "replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "ferry.head.start.enabled": "false",
-        "ferry.state.dir": str(directory / "state"),
-        **settings,
-    }
-    lines += [f"{key} = {value}" for key, value in values.items()]
-    path = directory / "mm2.properties"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _records(n: int) -> list[Rec]:
@@ -116,26 +47,6 @@ def _records(n: int) -> list[Rec]:
 
 def _values(records: list[Rec]) -> list[tuple[int, bytes | None, bytes | None]]:
     return [(r.partition, r.key, r.value) for r in records]
-
-
-def _commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
-
-
-def _committed(settings: Settings, group: str, tps: list[tuple[str, int]]) -> dict[Any, int]:
-    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
-    try:
-        found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
-    finally:
-        consumer.close()
-    return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
 
 def _topic_acls(settings: Settings, topic: str) -> list[AclBinding]:
@@ -188,7 +99,7 @@ def _fail_over(
     )
     assert failover.returncode == 0, failover.stdout + failover.stderr
     expected = {(f"A.{topic}", p): offset for (topic, p), offset in positions.items()}
-    assert _committed(pair.admin("B"), group, list(expected)) == expected
+    assert committed(pair.admin("B"), group, list(expected)) == expected
 
 
 def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
@@ -212,10 +123,10 @@ def test_local_up_settings_reach_sasl_ssl_clusters_as_ferry_with_only_its_acls(
     produce(a, topic_name, sent, a_admin)
     group = f"app-{uuid.uuid4().hex[:6]}"
     positions = {(topic_name, 0): 40, (topic_name, 1): 60}
-    _commit(sasl_ssl.admin("A"), group, positions)
+    commit(sasl_ssl.admin("A"), group, positions)
     _grant_alice_read(sasl_ssl, topic_name)
 
-    config = _properties(
+    config = properties(
         tmp_path,
         {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")},
         f"{topic_name}.*",
@@ -275,7 +186,7 @@ def test_exactly_once_with_mm2s_java_keys_on_sasl_ssl(
     sent = _records(150)
     more = sent[75:]
     produce(a, topic_name, sent[:75], sasl_ssl.admin_only("A"))
-    config = _properties(
+    config = properties(
         tmp_path,
         {"A": java("A"), "B": java("B")},
         topic_name,
@@ -314,9 +225,9 @@ def test_mutual_tls_clusters_copy_sync_acls_fail_over_and_audit_as_the_ferry_cer
     produce(a, topic_name, sent, mutual_tls.admin_only("A"))
     group = f"app-{uuid.uuid4().hex[:6]}"
     positions = {(topic_name, 0): 25, (topic_name, 1): 35}
-    _commit(mutual_tls.admin("A"), group, positions)
+    commit(mutual_tls.admin("A"), group, positions)
     _grant_alice_read(mutual_tls, topic_name)
-    config = _properties(
+    config = properties(
         tmp_path,
         {"A": mutual_tls.ferry("A"), "B": mutual_tls.ferry("B")},
         topic_name,
@@ -372,8 +283,8 @@ def test_doctor_names_the_acl_removed_from_ferrys_principal(
     create_topic(sasl_ssl.bootstrap("A"), topic_name, 1, sasl_ssl.admin_only("A"))
     create_topic(sasl_ssl.bootstrap("B"), f"A.{topic_name}", 1, sasl_ssl.admin_only("B"))
     group = f"synced-{uuid.uuid4().hex[:6]}"  # a group the flow syncs: its ACLs are judged too
-    _commit(sasl_ssl.admin("A"), group, {(topic_name, 0): 0})
-    config = _properties(
+    commit(sasl_ssl.admin("A"), group, {(topic_name, 0): 0})
+    config = properties(
         tmp_path,
         {"A": sasl_ssl.ferry("A"), "B": sasl_ssl.ferry("B")},
         topic_name,

@@ -39,7 +39,9 @@ def test_lag_is_source_end_minus_replicated_position_never_negative() -> None:
 
 
 def test_json_shape() -> None:
-    status = FlowStatus("A->B", 12, 5, 50, 1, [PartitionStatus("t", 0, 6, 5, 1)])
+    status = FlowStatus(
+        "A->B", 12, 5, 50, 1, [PartitionStatus("t", 0, 6, 5, 1)], latency_from="heartbeats"
+    )
     assert status.to_json() == {
         "latency_ms": 12,
         "records": 5,
@@ -62,4 +64,5 @@ def test_json_shape() -> None:
         "spark_ui": None,
         "rpo_seconds": None,
         "lost": 0,
+        "latency_from": "heartbeats",
     }

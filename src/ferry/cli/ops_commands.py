@@ -36,7 +36,12 @@ def _print_status(flows: list[Any]) -> None:
     from rich.table import Table
 
     for f in flows:
-        latency = "no heartbeat yet" if f.latency_ms is None else f"{f.latency_ms} ms"
+        if f.latency_ms is None:
+            latency = "no heartbeat yet"
+        elif f.latency_from == "copies":  # no heartbeats: the latest copies' own latency
+            latency = f"{f.latency_ms} ms (of the latest copies)"
+        else:
+            latency = f"{f.latency_ms} ms"
         lag = "unknown" if f.lag is None else f"{f.lag:,}"
         rpo = "unknown" if f.rpo_seconds is None else f"{f.rpo_seconds:,.1f} s"
         table = Table(

@@ -33,6 +33,7 @@ class Kind(Enum):
     REPLICATION_FACTOR = "replication factor"
     POSITIVE_INT = "positive integer"
     AUDIT_INTERVAL = "audit interval"
+    SYNCS_LOCATION = "offset-syncs topic location"
 
 
 # key -> (FlowConfig field, kind). `enabled` only makes sense per flow (`A->B.enabled`).
@@ -60,6 +61,8 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "config.properties.blacklist": ("config_properties_exclude", Kind.REGEX_LIST),
     "exactly.once.source.support": ("exactly_once_source_support", Kind.EOS),
     "sync.schemas.enabled": ("sync_schemas_enabled", Kind.BOOL),
+    # ferry writes nothing at all to the flow's source cluster (config/read_only.py).
+    "source.read.only": ("source_read_only", Kind.BOOL),
     "replication.factor": ("replication_factor", Kind.REPLICATION_FACTOR),
     "heartbeats.topic.replication.factor": (
         "heartbeats_topic_replication_factor",
@@ -154,6 +157,11 @@ NOT_NEEDED_KEYS: dict[str, tuple[Kind, str]] = {
         "ferry lists the source's consumer groups at every checkpoint "
         "(emit.checkpoints.interval.seconds), so new groups are always found",
     ),
+    "offset-syncs.topic.location": (
+        Kind.SYNCS_LOCATION,
+        "ferry keeps its offset syncs (the exact offset runs, ferry-offset-runs.<source>.internal) "
+        "on the target, always, so it writes none to the source",
+    ),
 }
 
 # Keys that configure Kafka Connect or MM2's own machinery; ferry has no equivalent to set, so
@@ -163,7 +171,6 @@ IGNORED_KEYS = frozenset(
         "tasks.max",
         "dedicated.mode.enable.internal.rest",
         "emit.offset-syncs.enabled",
-        "offset-syncs.topic.location",
         "consumer.poll.timeout.ms",
         "admin.timeout.duration.ms",
         "add.source.alias.to.metrics",

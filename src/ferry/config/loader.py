@@ -72,6 +72,7 @@ _EOS_MODES = ("disabled", "preparing", "enabled")
 _CHOICES: dict[Kind, tuple[str, ...]] = {
     Kind.EOS: _EOS_MODES,
     Kind.COPIER: ("auto", "native", "python"),
+    Kind.SYNCS_LOCATION: ("source", "target"),
 }
 # First words of ferry's and MM2's own keys; an alias equal to one would make keys ambiguous.
 _RESERVED_ALIASES = frozenset(
@@ -226,6 +227,7 @@ class _Builder:
             if source != target
         )
         self.note_internal_topics()
+        self.check_read_only_sources(flows, api, per_flow, flow_defaults)
         self.note_copied_control_topic(ApiConfig(**api), flows)
         self.check_schema_copier(clusters, flows, per_flow, flow_defaults)
         return FerryConfig(
@@ -258,6 +260,35 @@ class _Builder:
                     f"flow {flow.name} would copy the control topic '{topic}' from "
                     f"{flow.source}: give api.control.topic a name ending in '.internal' "
                     "(internal topics are never replicated), or exclude it in topics.exclude"
+                )
+
+    def check_read_only_sources(
+        self,
+        flows: tuple[FlowConfig, ...],
+        api: dict[str, Any],
+        per_flow: dict[tuple[str, str], dict[str, Entry]],
+        defaults: dict[str, Entry],
+    ) -> None:
+        """A flow's `source.read.only` holds for the whole config: no enabled flow copies into
+        that cluster and the control topic is not kept there (either would write to it)."""
+        for flow in flows:
+            if not (flow.enabled and flow.source_read_only):
+                continue
+            own = per_flow.get((flow.source, flow.target), {})
+            said = own.get("source.read.only") or defaults["source.read.only"]
+            why = f"{said.key} = true (line {said.line}) keeps {flow.source} unwritten"
+            for other in flows:
+                if other.enabled and other.target == flow.source:
+                    entry = per_flow[(other.source, other.target)]["enabled"]
+                    raise self.error(
+                        entry,
+                        f"flow {other.name} would write its copies to {flow.source}, and {why}: "
+                        f"turn one of them off",
+                    )
+            if api.get("control_cluster") == flow.source:
+                raise self.error(
+                    self.entries["api.control.cluster"],
+                    f"keeps the API's changes on {flow.source}, and {why}: name another cluster",
                 )
 
     def check_schema_copier(
@@ -493,6 +524,8 @@ class _Builder:
                 f"audits flow {source}->{target}, which is not enabled; set "
                 f"'{source}->{target}.enabled = true' or remove the key",
             )
+        if fields.get("source_read_only"):
+            self.read_only_source(source, target, settings, fields)
         fields["policy"] = self.policy(source, settings)
         flow = FlowConfig(**fields)
         listed = settings.get("topics")
@@ -505,6 +538,33 @@ class _Builder:
                     where = (listed.key, listed.line, name, why)
                     self.internal_named.setdefault(where, []).append(flow.name)
         return flow
+
+    def read_only_source(
+        self, source: str, target: str, settings: dict[str, Entry], fields: dict[str, Any]
+    ) -> None:
+        """`source.read.only = true`: heartbeats off unless a key turns them on, which, like
+        MM2's offset syncs kept on the source, would write there and is refused."""
+        why = f"{source}->{target}.source.read.only = true keeps {source} unwritten"
+        heartbeats = settings.get("emit.heartbeats.enabled")
+        if heartbeats is not None and fields["emit_heartbeats_enabled"]:
+            raise self.error(
+                heartbeats,
+                f"writes heartbeats to {source}, and {why}: set it to false or remove it",
+            )
+        fields["emit_heartbeats_enabled"] = False
+        for key in (
+            f"{source}->{target}.offset-syncs.topic.location",
+            "offset-syncs.topic.location",
+        ):
+            location = self.entries.get(key)
+            if location is not None:
+                if location.value.strip().lower() == "source":
+                    raise self.error(
+                        location,
+                        f"asks for offset syncs on {source}, and {why}: set it to target "
+                        "(where ferry keeps them) or remove it",
+                    )
+                break
 
     def note_internal_topics(self) -> None:
         """A topic listed by name that no flow will copy is said at load (validate and run):

@@ -113,6 +113,9 @@ class FlowConfig(_Frozen):
     # registry, every schema a copied record uses is registered on the target and the
     # record's schema id rewritten to the target's. Acts only when both registries are set.
     sync_schemas_enabled: bool = True
+    # `A->B.source.read.only`: ferry writes nothing to A (no heartbeats, topics, control
+    # records or ACLs); settings that would are refused at load (config/read_only.py).
+    source_read_only: bool = False
     monitor_min_delay_latest_offset: int = 0
     monitor_min_delay_consume_offset: int = 0
     # `ferry monitor` audits the flow every this many seconds (and buckets records by it);
@@ -213,6 +216,11 @@ class FerryConfig(_Frozen):
     @property
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(flow for flow in self.flows if flow.enabled)
+
+    @property
+    def read_only_clusters(self) -> frozenset[str]:
+        """Clusters an enabled flow declares its read-only source: ferry writes nothing there."""
+        return frozenset(f.source for f in self.enabled_flows if f.source_read_only)
 
     def syncs_schemas(self, flow: FlowConfig) -> bool:
         """Whether `flow` registers schemas on its target and translates schema ids: on

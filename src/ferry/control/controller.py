@@ -252,6 +252,12 @@ class Controller:
             new = change(old)
             if new == old:
                 return old
+            if flow.target in self.config.read_only_clusters and new.enabled:
+                # Its copies (and its control records) would be written to that cluster.
+                raise RejectedChangeError(
+                    f"flow {flow.name} copies into {flow.target}, a read-only source "
+                    "(source.read.only = true) (nothing was changed)"
+                )
             log = self._log(flow.name)
             if log is not None:
                 log.write(flow.name, new)  # first: a change answered 200 survives a crash

@@ -491,6 +491,14 @@ def switchover(
     fails (what was done before it stays recorded: run again to resume)."""
     options = options or SwitchoverOptions()
     flow = flow_of(config, flow_name)
+    if flow.source in config.read_only_clusters:
+        # The fence writes DENY ACLs on the source, and the reverse flow copies into it.
+        raise FerryError(
+            f"flow {flow.name}: {flow.source} is a read-only source (source.read.only = true), "
+            f"and a switchover fences {flow.source}'s writers with ACLs there and then copies "
+            f"into it; fail over instead (ferry failover --flow {flow.name}), which writes "
+            f"only to {flow.target} (nothing was changed)"
+        )
     tell = say or (lambda _line: None)
     run = _Switchover(config, flow, options, tell, clock)
     try:

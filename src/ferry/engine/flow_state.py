@@ -177,6 +177,17 @@ class FlowState:
                 _accumulate(stats, partitions)
         return stats
 
+    def recent_latency_ms(self) -> int | None:
+        """Mean replication latency (target ack time minus the record's source timestamp) of
+        the running lease's copies so far, or else of the last batch or lease that copied
+        anything; None before the first copy. `ferry status` shows it where no heartbeats
+        tell the latency (a read-only source emits none)."""
+        live = [p for partitions in self._live().values() for p in partitions]
+        recent = _merged(live, "latency")
+        if not recent.count:
+            recent = Histogram.from_json(self._read("stats.json").get("recent_latency"))
+        return round(recent.total / recent.count) if recent.count else None
+
     def stats_signature(self) -> tuple[tuple[str, int, int, int], ...]:
         """What `stats()` reads, as (name, inode, size, modification time) per file: equal
         signatures, equal stats. Several times cheaper to take than `stats()` with thousands of
@@ -345,7 +356,19 @@ def partition_entry(result: Any) -> dict[str, Any]:
     return entry
 
 
+def _merged(partitions: list[dict[str, Any]], name: str) -> Histogram:
+    merged = Histogram()
+    for p in partitions:
+        if name in p:
+            merged.add(Histogram.from_json(p[name]))
+    return merged
+
+
 def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None:
+    recent = _merged(partitions, "latency")
+    if recent.count:
+        # The latest batch's or lease's copies: what `recent_latency_ms` reads once it ended.
+        stats["recent_latency"] = recent.to_json()
     per = stats.setdefault("partitions", {})
     for p in partitions:
         entry = per.setdefault(tp_key(p["topic"], p["partition"]), {"records": 0, "bytes": 0})

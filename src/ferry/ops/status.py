@@ -10,7 +10,9 @@ lagging partition is the age of the first real record at or after that position,
 source (`ferry.flows.rpo`: the rule; `ferry.kafka.rpo_probe`: one record per lagging partition,
 one consumer, a few seconds at most; what does not answer in time is unknown, never 0); the
 flow's is its worst partition's. Latency is now minus the newest heartbeat of
-the source found in its remote heartbeats topic on the target (`A.heartbeats` on B). Records
+the source found in its remote heartbeats topic on the target (`A.heartbeats` on B); a flow
+that emits no heartbeats (a read-only source) shows instead the mean latency of its latest
+copies (target ack time minus source timestamp) as `ferry run` measured them. Records
 and bytes are what `ferry run` counted on this machine (its state directory), and so are the
 records the source removed (retention, DeleteRecords) before ferry copied them, per partition
 with their offsets: a gap on the target no copy can fill.
@@ -92,6 +94,10 @@ class FlowStatus:
     spark_ui: str | None = None
     rpo_seconds: float | None = None  # the worst partition's; None if any is not known
     lost: int = 0  # records removed from the source before ferry copied them (this machine)
+    # What latency_ms is: "heartbeats" (now minus the newest heartbeat copied to the target),
+    # "copies" (no heartbeats: the mean ack-minus-source-timestamp of the latest copies, as
+    # this machine's `ferry run` measured them), None (not known).
+    latency_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -202,6 +208,11 @@ def flow_status(
             latency = max(0, int(clock() * 1000) - newest)
     except FerryError as exc:
         errors.extend(explain(exc))
+    latency_from = "heartbeats" if latency is not None else None
+    if latency is None and not flow.emit_heartbeats_enabled:
+        # No heartbeats (a read-only source): the copies' own latency, as ferry run measured it.
+        latency = state.recent_latency_ms()
+        latency_from = "copies" if latency is not None else None
     partitions: list[PartitionStatus] = []
     lag: int | None = None
     rpo: float | None = None
@@ -235,6 +246,7 @@ def flow_status(
         state.spark_ui(),
         rpo,
         int(stats.get("expired", 0)),
+        latency_from,
     )
 
 
