@@ -63,7 +63,7 @@ test-cluster: setup
 # ferry against secure local clusters (SASL_SSL with SCRAM, mutual TLS; ACLs), as the `ferry`
 # principal with only the ACLs the README lists: their own two cluster pairs, a few minutes.
 secure-test: setup
-	$(BIN)/pytest $(PYTEST_CI) -m secure tests/integration/test_secure_clusters.py
+	$(BIN)/pytest $(PYTEST_CI) -m secure tests/integration
 
 # Deployments of three and four clusters (a chain A->B->C, aggregates C and D fed by A and B,
 # active/active A<->B): failover across them and exactly one copy of each record, by origin;

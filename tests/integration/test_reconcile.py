@@ -51,8 +51,11 @@ class Lost:
     def topic(self, policy: str) -> str:
         return f"{self.base}-{policy}"
 
-    def config(self, directory: Path, policy: str) -> Path:
-        return write_config(directory, self.clusters, topics=self.topic(policy))
+    def config(self, directory: Path, policy: str, *, running: bool = False) -> Path:
+        """The flow A->B stopped, as the runbook keeps it while reconcile runs (`running`:
+        enabled, as the `ferry run` that copied it had it)."""
+        flows = ("A->B",) if running else ()
+        return write_config(directory, self.clusters, flows=flows, topics=self.topic(policy))
 
 
 def _produce(bootstrap: str, topic: str, ids: list[str], transactional: str | None = None,
@@ -226,6 +229,18 @@ def test_report_only_lists_exactly_the_records_b_lacks(lost: Lost, tmp_path: Pat
 def test_replay_copies_them_once_and_a_second_replay_nothing(
     lost: Lost, tmp_path: Path, spark: Any
 ) -> None:
+    # While the config (and no control record) says A->B runs, nothing is written.
+    (tmp_path / "running").mkdir()
+    running = lost.config(tmp_path / "running", "replay", running=True)
+    refused = run_ferry("reconcile", "-c", str(running), "--flow", "A->B", "--replay")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert (
+        "flow A->B runs: the config file enables it and its control record neither stops nor "
+        "pauses it, and --replay or --divert must not run beside it" in refused.stderr
+    )
+    code, report = _reconcile(running, "--report-only")  # looking is always allowed
+    assert code == 3 and report["stranded"] == 15
+
     config = lost.config(tmp_path, "replay")
     code, plan = _reconcile(config, "--replay")
     assert code == 0
@@ -316,7 +331,8 @@ def test_identity_policy_replay_and_the_reverse_flow(
     assert sum(p["from_target"] for p in plan["partitions"]) == 2
     assert {p["remote_topic"] for p in plan["partitions"]} == {topic}
 
-    code, plan = _reconcile(config, "--replay")
+    # The config enables A->B; --force says no ferry run copies it.
+    code, plan = _reconcile(config, "--replay", "--force")
     assert code == 0 and plan["applied"]["written"] == len(lost.stranded["identity"]) == 9
     a, b = lost.clusters["A"].bootstrap, lost.clusters["B"].bootstrap
     copied = {i for i in lost.copied if i.startswith("identity-")}

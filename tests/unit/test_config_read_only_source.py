@@ -55,8 +55,8 @@ def test_mm2s_keys_for_a_read_only_source_load_and_write_nothing_to_it(tmp_path:
         (
             "A->B.enabled = true\nA->B.source.read.only = true\n"
             "A->B.offset-syncs.topic.location = source\n",
-            "mm2.properties:6, key 'A->B.offset-syncs.topic.location': asks for offset syncs on A, and "
-            "A->B.source.read.only = true keeps A unwritten",
+            "mm2.properties:6, key 'A->B.offset-syncs.topic.location': asks for offset syncs "
+            "on A, and A->B.source.read.only = true keeps A unwritten",
         ),
         (
             "A->B.enabled = true\nB->A.enabled = true\nsource.read.only = true\n",

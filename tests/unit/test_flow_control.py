@@ -59,3 +59,17 @@ def test_the_selector_follows_the_override_but_never_the_naming_rules() -> None:
     assert not selector.accepts("B.orders"), "a topic from the target is never copied back"
     assert selector.accepts("heartbeats"), "heartbeats travel whatever the lists say"
     assert TopicSelector(flow, PrefixPolicy()).accepts("orders")
+
+
+def test_a_flow_copies_only_when_it_runs_and_is_not_paused() -> None:
+    control = FlowControl()
+    assert control.copying("A->B", by_file=False) is None  # the file does not enable it
+    assert control.copying("A->B", by_file=True) == (
+        "flow A->B runs: the config file enables it and its control record neither stops nor "
+        "pauses it"
+    )
+    assert control.pause().copying("A->B", by_file=True) is None
+    assert control.enable(False).copying("A->B", by_file=True) is None
+    assert control.enable(True).copying("A->B", by_file=False) == (
+        "flow A->B runs: its control record turned it on"
+    )

@@ -3,9 +3,15 @@ steps and what is observed; the writers' fence built from ACLs; the proof's coun
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+
+import psutil
 import pytest
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.control.switchover import elsewhere
 from ferry.flows.control import FlowControl, effective_config
 from ferry.flows.switchover import (
     DRAIN,
@@ -16,6 +22,7 @@ from ferry.flows.switchover import (
     AclEntry,
     FenceAcl,
     Observed,
+    Owner,
     SwitchoverRecord,
     decide,
     proof,
@@ -114,6 +121,50 @@ def test_the_record_survives_its_wire_encoding() -> None:
     with pytest.raises(ValueError, match="not a switchover record"):
         SwitchoverRecord.from_bytes(b'{"flow": "A->B"}')
     assert record.after(REVERSE, 7.0, 8.0).state == "done"
+
+
+def test_a_switchover_another_process_is_at_work_on_is_refused_unless_forced() -> None:
+    cut = _record(FENCE)
+    busy = Observed(True, False, True, elsewhere="pid 7 on host dr-2, its claim running until T")
+    for rollback in (False, True):  # nor rolled back under its feet
+        refused = decide(FLOW, cut, busy, now=1.0, rollback=rollback)
+        assert refused.action == "refuse"
+        assert refused.sentence == (
+            "a switchover of A->B is under way in another process (pid 7 on host dr-2, its "
+            "claim running until T): wait for it to end, or, if that process is gone, run "
+            "again with --force"
+        )
+    forced = decide(FLOW, cut, busy, now=1.0, force=True)
+    assert (forced.action, forced.step, forced.resumed) == ("step", DRAIN, True)
+    # A finished one is not "at work": a new switchover may start.
+    assert decide(FLOW, _record(*STEPS), busy, now=1.0).step == FENCE
+
+
+def test_the_owner_survives_the_wire_and_older_records_read_without_one() -> None:
+    owned = _record(FENCE).after(DRAIN, 2.0, 3.0, owner=Owner("dr-1", 4711, 999.5))
+    assert SwitchoverRecord.from_bytes(owned.to_bytes()) == owned
+    older = json.loads(_record(FENCE).to_bytes())
+    del older["owner"]  # written before records named their owner
+    assert SwitchoverRecord.from_bytes(json.dumps(older).encode()).owner is None
+
+
+def test_only_a_live_process_with_an_unexpired_claim_counts_as_another() -> None:
+    here, me = socket.gethostname(), os.getpid()
+    gone = _unused_pid()
+    assert elsewhere(None, 10.0) is None
+    assert elsewhere(Owner(here, me, 100.0), 10.0) is None  # this process
+    assert elsewhere(Owner(here, gone, 100.0), 10.0) is None  # killed on this host
+    assert elsewhere(Owner("dr-2", 7, 5.0), 10.0) is None  # its claim ran out
+    other = elsewhere(Owner("dr-2", 7, 100.0), 10.0)  # another host: trusted till the claim ends
+    assert other == "pid 7 on host dr-2, its claim running until 1970-01-01T00:01:40Z"
+    assert elsewhere(Owner(here, os.getppid(), 100.0), 10.0) is not None  # alive here
+
+
+def _unused_pid() -> int:
+    pid = 4_000_000
+    while psutil.pid_exists(pid):
+        pid += 1
+    return pid
 
 
 def _allow(

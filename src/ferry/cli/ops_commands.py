@@ -87,29 +87,26 @@ def _print_status(flows: list[Any]) -> None:
 def doctor(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Check what would stop or weaken replication: a target that cannot keep what it
     acknowledged (replicas, ISR, producer) and each ACL ferry's principal lacks on a flow's
-    source or target. Exits 0 when nothing is found, 1 when a finding stops replication (an
-    error), 2 when findings only weaken it (warnings), so it can gate a deploy."""
+    source or target, and, as notes, the optional capabilities (ferry switchover, ferry
+    reconcile --replay) it lacks. Exits 0 when nothing stops or weakens replication (notes do
+    not count), 1 when a finding stops it (an error), 2 when findings only weaken it
+    (warnings), so it can gate a deploy."""
     from ferry.ops.doctor import diagnose
     from ferry.ops.durability import exit_code
 
     findings = diagnose(load(config))
     errors = [f for f in findings if f.severity == "error"]
     warnings = [f for f in findings if f.severity == "warning"]
+    notes = [f for f in findings if f.severity == "note"]
     if as_json:
-        print(
-            json.dumps(
-                {
-                    k: [f.to_json() for f in v]
-                    for k, v in (("errors", errors), ("warnings", warnings))
-                }
-            )
-        )
+        kinds = (("errors", errors), ("warnings", warnings), ("notes", notes))
+        print(json.dumps({k: [f.to_json() for f in v] for k, v in kinds}))
     else:
-        for f in errors + warnings:
+        for f in errors + warnings + notes:
             where = f"cluster {f.cluster}" + (f", topic {f.topic}" if f.topic else "")
             line = f"{f.severity}: {where}: {f.detail} [{f.kind}]"
             out.print(line, highlight=False, markup=False)
-        out.print(f"{len(errors)} error(s), {len(warnings)} warning(s)")
+        out.print(f"{len(errors)} error(s), {len(warnings)} warning(s), {len(notes)} note(s)")
     code = exit_code(findings)
     if code:
         raise typer.Exit(code)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from ferry.cli.common import ConfigOption, JsonOption, load
-from ferry.errors import ConfigError
+from ferry.errors import ConfigError, FerryError
 from ferry.terminal.console import out
 
 __all__ = ["reconcile"]
@@ -52,6 +52,14 @@ def reconcile(
         ),
     ] = None,
     as_json: JsonOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replay or divert although the flow's control state says it runs (only "
+            "when no ferry run copies it)",
+        ),
+    ] = False,
 ) -> None:
     """List the records the source took after the flow's last replicated position that never
     reached the target (after an unplanned failover, once the source is back), then apply one
@@ -85,6 +93,8 @@ def reconcile(
             f"({', '.join(sorted(cfg.clusters))})"
         )
     flow_config = cfg.flow(source, target)
+    if (replay or divert is not None) and not force:
+        _refuse_while_copying(cfg, flow_config)
     plan = plan_reconcile(cfg, flow_config)
     applied: dict[str, Any] | None = None
     if replay:
@@ -108,6 +118,23 @@ def reconcile(
             _print_applied(plan, applied)
     if report_only and plan.stranded:
         raise typer.Exit(3)
+
+
+def _refuse_while_copying(cfg: Any, flow: Any) -> None:
+    """--replay and --divert write the flow's position on the target: a `ferry run` copying
+    the flow meanwhile would copy the stranded tail again, unmarked. Its control state says
+    whether one may."""
+    from ferry.control.log import recorded_control
+    from ferry.flows.control import FlowControl
+
+    control = recorded_control(cfg, flow.source, flow.target) or FlowControl()
+    copying = control.copying(flow.name, flow.enabled)
+    if copying is not None:
+        raise FerryError(
+            f"{copying}, and --replay or --divert must not run beside it; stop it first "
+            f"(ferry flows pause -c CONFIG --flow '{flow.name}', or {flow.name}.enabled = "
+            "false), or run again with --force if no ferry run copies it (nothing was written)"
+        )
 
 
 _POSITION = (

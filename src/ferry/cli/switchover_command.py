@@ -39,6 +39,14 @@ def switchover(
         float,
         typer.Option("--deadline", help="Seconds to wait for the flow to reach lag 0"),
     ] = 300.0,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Go on although the switchover's record names another process at work on "
+            "it (only when that process is gone)",
+        ),
+    ] = False,
 ) -> None:
     """Switch a flow A->B over with nothing lost: fence A's writers, wait for lag 0, commit
     the groups on B, then stop A->B and start B->A in the running ferry run. Run again to
@@ -48,7 +56,11 @@ def switchover(
 
     cfg = load(config)
     options = SwitchoverOptions(
-        dry_run=dry_run, writers_stopped=writers_stopped, rollback=rollback, deadline=deadline
+        dry_run=dry_run,
+        writers_stopped=writers_stopped,
+        rollback=rollback,
+        deadline=deadline,
+        force=force,
     )
     say = err.print if as_json else out.print
     report = switch(cfg, flow, options, say=say)

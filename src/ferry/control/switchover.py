@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import psutil
 from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
@@ -47,6 +49,7 @@ from ferry.flows.switchover import (
     Decision,
     FenceAcl,
     Observed,
+    Owner,
     SwitchoverRecord,
     TopicProof,
     decide,
@@ -69,6 +72,9 @@ __all__ = ["STOP_AFTER_ENV", "SwitchoverOptions", "SwitchoverReport", "switchove
 STOP_AFTER_ENV = "FERRY_SWITCHOVER_STOP_AFTER"
 ORIGIN_HEADER = "ferry.origin"
 PROGRESS_EVERY = 5.0  # seconds between the drain's progress lines
+# A claim on a switchover lasts the drain's deadline plus this: the other steps (a fence of
+# many ACLs, the groups of a large flow) within it. Renewed as each step is recorded.
+CLAIM_MARGIN_SECONDS = 600.0
 TP = tuple[str, int]
 RecordId = tuple[str, str, int, int]  # the first cluster's alias, topic, partition, offset
 
@@ -80,6 +86,7 @@ class SwitchoverOptions:
     rollback: bool = False  # take an unfinished switchover's fence back
     deadline: float = 300.0  # seconds the drain waits for lag 0
     timeout: float = 10.0  # each request to a cluster
+    force: bool = False  # go on although the record names another process at work on it
 
 
 @dataclass
@@ -173,19 +180,28 @@ class _Switchover:
 
     def decide(self) -> Decision:
         mine, theirs = self.controls()
+        record = self.record(self.log, self.flow.name)
+        now = self.clock()
         observed = Observed(
             flow_runs=mine.runs(self.flow.enabled),
             reverse_runs=theirs.runs(self.reverse.enabled),
             authorizer=self.source_acls.has_authorizer(probe=not self.options.dry_run),
+            elsewhere=elsewhere(record.owner if record else None, now),
         )
         return decide(
             self.flow.name,
-            self.record(self.log, self.flow.name),
+            record,
             observed,
-            now=self.clock(),
+            now=now,
             writers_stopped=self.options.writers_stopped,
             rollback=self.options.rollback,
+            force=self.options.force,
         )
+
+    def claim(self) -> Owner:
+        """This process as the switchover's owner, until the longest a step may take."""
+        until = self.clock() + self.options.deadline + CLAIM_MARGIN_SECONDS
+        return Owner(socket.gethostname(), os.getpid(), until)
 
     def partitions(self) -> dict[str, int]:
         """The fenced topics and their partition counts: what the flow copies, but the
@@ -508,6 +524,19 @@ def switchover(
         run.reverse_log.close()
 
 
+def elsewhere(owner: Owner | None, now: float) -> str | None:
+    """Who else is at work on a switchover whose record names `owner`: None when nobody
+    (no owner, this process, a process of this host that is gone, or a claim run out)."""
+    if owner is None or owner.until <= now:
+        return None
+    if owner.host == socket.gethostname() and (
+        owner.pid == os.getpid() or not psutil.pid_exists(owner.pid)
+    ):
+        return None
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner.until))
+    return f"pid {owner.pid} on host {owner.host}, its claim running until {until}"
+
+
 def _run(
     run: _Switchover, options: SwitchoverOptions, say: Callable[[str], None]
 ) -> SwitchoverReport:
@@ -547,30 +576,44 @@ def _run(
         step = decision.step or ""
         say(f"resuming the switchover of {name} at step {step} ({TITLES.get(step, step)})")
     stop_after = os.environ.get(STOP_AFTER_ENV)
-    for number, step in enumerate(STEPS, 1):
-        if step in record.done:
-            continue
-        started = run.clock()
-        say(f"step {number}/{len(STEPS)}: {TITLES[step]}")
-        changes: dict[str, Any] = {}
-        if step == FENCE:
-            changes = run.fence(record)
-        elif step == DRAIN:
-            changes = run.drain(record)
-        elif step == GROUPS:
-            report.groups = run.groups()
-        elif step == REVERSE:
-            run.reverse_acls(record)
-            run.reverse_flows()
-        record = record.after(step, started, run.clock(), **changes)
+    # Claimed with each step recorded (and before the first one a resumed run does): a second
+    # `ferry switchover` of the flow meanwhile is refused instead of fencing and committing
+    # beside this one. A fresh one is first recorded with its fence (seconds), as before: a
+    # record with no step done would skip the checks of a fresh start the next time.
+    if record.steps:
+        record = replace(record, owner=run.claim())
         run.log.write_switchover(name, record.to_bytes())
-        report.record = record
-        say(f"step {number}/{len(STEPS)} done in {record.steps[-1][2] - started:.1f} s")
-        if stop_after == step and step != STEPS[-1]:
-            raise FerryError(
-                f"stopped after step {step}, as {STOP_AFTER_ENV} asks; run ferry switchover "
-                "again to resume"
-            )
+    try:
+        for number, step in enumerate(STEPS, 1):
+            if step in record.done:
+                continue
+            started = run.clock()
+            say(f"step {number}/{len(STEPS)}: {TITLES[step]}")
+            changes: dict[str, Any] = {}
+            if step == FENCE:
+                changes = run.fence(record)
+            elif step == DRAIN:
+                changes = run.drain(record)
+            elif step == GROUPS:
+                report.groups = run.groups()
+            elif step == REVERSE:
+                run.reverse_acls(record)
+                run.reverse_flows()
+            owner = None if step == STEPS[-1] else run.claim()
+            record = record.after(step, started, run.clock(), owner=owner, **changes)
+            run.log.write_switchover(name, record.to_bytes())
+            report.record = record
+            say(f"step {number}/{len(STEPS)} done in {record.steps[-1][2] - started:.1f} s")
+            if stop_after == step and step != STEPS[-1]:
+                raise FerryError(
+                    f"stopped after step {step}, as {STOP_AFTER_ENV} asks; run ferry "
+                    "switchover again to resume"
+                )
+    except BaseException:
+        if record.owner is not None:  # cut short: the claim goes, what was done stays
+            with contextlib.suppress(FerryError):
+                run.log.write_switchover(name, replace(record, owner=None).to_bytes())
+        raise
     report.action = "done"
     report.proof = run.proof(record)
     report.notices = run.notices

@@ -50,6 +50,18 @@ class FlowControl:
         """Whether the flow runs, given whether the file enables it."""
         return by_file if self.enabled is None else self.enabled
 
+    def copying(self, flow: str, by_file: bool) -> str | None:
+        """Why flow `flow` copies now (enabled and not paused), as a sentence a refusal
+        names; None when it does not (stopped or paused, in the file or the control state)."""
+        if not self.runs(by_file) or self.paused:
+            return None
+        if self.enabled:
+            return f"flow {flow} runs: its control record turned it on"
+        return (
+            f"flow {flow} runs: the config file enables it and its control record neither "
+            "stops nor pauses it"
+        )
+
     def listed(self, topic: str, by_file: bool) -> bool:
         """Whether the flow's lists take `topic`, given whether the file's regexes do. The
         naming rules (internal topics, cycles, heartbeats) apply after this, unchanged."""

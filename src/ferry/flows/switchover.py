@@ -34,6 +34,7 @@ __all__ = [
     "Decision",
     "FenceAcl",
     "Observed",
+    "Owner",
     "SwitchoverRecord",
     "TopicProof",
     "decide",
@@ -66,6 +67,19 @@ class FenceAcl:
 
 
 @dataclass(frozen=True)
+class Owner:
+    """The process running a switchover, and until when its claim holds (renewed with each
+    step): another `ferry switchover` of the flow meanwhile is refused, not run beside it."""
+
+    host: str
+    pid: int
+    until: float  # epoch seconds
+
+    def as_json(self) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "until": self.until}
+
+
+@dataclass(frozen=True)
 class SwitchoverRecord:
     """What a switchover of `flow` has done so far, kept in the control topic."""
 
@@ -79,6 +93,7 @@ class SwitchoverRecord:
     # (topic, partition, start, end): the flow's position when the fence went up, and the
     # source's end once drained (-1 until then). The proof counts what lies between.
     window: tuple[tuple[str, int, int, int], ...] = ()
+    owner: Owner | None = None  # the process at work on it; None between runs
 
     @property
     def done(self) -> tuple[str, ...]:
@@ -108,6 +123,7 @@ class SwitchoverRecord:
             "window": [
                 {"topic": t, "partition": p, "start": a, "end": b} for t, p, a, b in self.window
             ],
+            "owner": self.owner.as_json() if self.owner else None,
         }
 
     def to_bytes(self) -> bytes:
@@ -132,9 +148,16 @@ class SwitchoverRecord:
                     (str(w["topic"]), int(w["partition"]), int(w["start"]), int(w["end"]))
                     for w in d["window"]
                 ),
+                owner=_owner(d.get("owner")),  # absent from records of earlier versions
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a switchover record ({exc})") from None
+
+
+def _owner(data: Any) -> Owner | None:
+    if data is None:
+        return None
+    return Owner(str(data["host"]), int(data["pid"]), float(data["until"]))
 
 
 @dataclass(frozen=True)
@@ -144,6 +167,9 @@ class Observed:
     flow_runs: bool  # A->B runs (the file or its control record enables it)
     reverse_runs: bool  # B->A runs
     authorizer: bool  # A has an ACL authorizer
+    # Another process at work on this switchover now (its record's owner, alive, its claim
+    # not expired), said as "pid 4711 on host dr-1 until ..."; None: nobody else.
+    elsewhere: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,12 +198,21 @@ def decide(
     now: float,
     writers_stopped: bool = False,
     rollback: bool = False,
+    force: bool = False,
 ) -> Decision:
     """The next thing to do for a switchover of `flow`, given its record (None: never
-    started) and what is observed now."""
+    started) and what is observed now. `force`: go on even though another process seems at
+    work on it (the operator knows it is gone)."""
     source = flow.split("->", 1)[0]
     reverse = reverse_name(flow)
     under_way = record is not None and record.state == RUNNING
+    if under_way and observed.elsewhere and not force:
+        return Decision(
+            "refuse",
+            sentence=f"a switchover of {flow} is under way in another process "
+            f"({observed.elsewhere}): wait for it to end, or, if that process is gone, run "
+            "again with --force",
+        )
     if rollback:
         if record is None or not under_way:
             return Decision("refuse", sentence=f"no switchover of {flow} is under way to roll back")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicCollection
@@ -19,7 +20,7 @@ from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.ops.durability import Finding
-from ferry.ops.permissions import Side, missing_permissions
+from ferry.ops.permissions import CAPABILITY_PERMISSIONS, Permission, Side, missing_permissions
 
 __all__ = ["check_access"]
 
@@ -101,6 +102,45 @@ def _findings(
         )
 
 
+def _capability_notes(
+    flow: FlowConfig, cluster: ClusterConfig, side: Side, allowed: Allowed
+) -> Iterable[Finding]:
+    """Optional capabilities (`CAPABILITY_PERMISSIONS`) the principal lacks on `cluster`.
+    Transactional ids cannot be asked about: their rows are named where the cluster has an
+    authorizer (its answer about the cluster withholds something, as nobody grants a
+    replicator CLUSTER_ACTION), so an open cluster gets no note it does not need."""
+    if side == "source" and flow.source_read_only:
+        return  # ferry switchover refuses a read-only source whatever the grants
+    principal = cluster.admin_config().get("sasl.username", "<ferry's principal>")
+    rows = [
+        replace(
+            row, name=row.name.replace("<source>", flow.source).replace("<target>", flow.target)
+        )
+        for row in CAPABILITY_PERMISSIONS
+        if row.side == side
+    ]
+    missing: list[Permission] = list(missing_permissions(side, allowed, tuple(rows)))
+    cluster_ops = allowed.get(("CLUSTER", "kafka-cluster"))
+    if cluster_ops is not None and "CLUSTER_ACTION" not in cluster_ops:
+        missing += [r for r in rows if r.resource == "TRANSACTIONAL_ID"]
+    for row in missing:
+        unknown = row.resource == "TRANSACTIONAL_ID"
+        said = (
+            f"needs {row.describe()} ({row.why}), which Kafka cannot be asked about"
+            if unknown
+            else f"ferry's principal may not {row.describe()} ({row.why})"
+        )
+        yield Finding(
+            "capability",
+            cluster.alias,
+            None,
+            f"optional capability `{row.capability}` of flow {flow.name} (as its {side}): "
+            f"{said}; without it that command is refused, replication is not affected; "
+            f"grant it: {row.grant_command(principal)}",
+            "note",
+        )
+
+
 def check_access(
     flow: FlowConfig,
     source: ClusterConfig,
@@ -123,4 +163,6 @@ def check_access(
     found = list(_findings(flow, source, "source", source_allowed))
     target_allowed = _allowed(target, target_topics, {"*": flow.progress_group}, timeout)
     found += _findings(flow, target, "target", target_allowed)
+    found += _capability_notes(flow, source, "source", source_allowed)
+    found += _capability_notes(flow, target, "target", target_allowed)
     return found

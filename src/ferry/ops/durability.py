@@ -24,8 +24,9 @@ __all__ = [
 
 # "error": replication stops as things are (ferry doctor exits 1); "warning": it runs
 # weakened: a loss possible on a broker failure, or a part of the flow (checkpoints, settings,
-# ACLs, heartbeats) not kept (exit 2).
-Severity = Literal["error", "warning"]
+# ACLs, heartbeats) not kept (exit 2); "note": replication is whole, but an optional command
+# (an optional capability: switchover, reconcile --replay) would be refused (exit unchanged).
+Severity = Literal["error", "warning", "note"]
 EXIT_ERRORS, EXIT_WARNINGS = 1, 2
 
 
@@ -133,7 +134,7 @@ def _int(value: str | None) -> int | None:
 
 def exit_code(findings: list[Finding]) -> int:
     """`ferry doctor`'s exit code, so it can gate a deploy: 1 if a finding stops replication,
-    2 if some only weaken it, 0 if nothing was found."""
+    2 if some only weaken it, 0 otherwise (notes of optional capabilities do not count)."""
     if any(f.severity == "error" for f in findings):
         return EXIT_ERRORS
-    return EXIT_WARNINGS if findings else 0
+    return EXIT_WARNINGS if any(f.severity == "warning" for f in findings) else 0

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FERRY_PERMISSIONS", "Permission", "missing_permissions", "permissions_for"]
+__all__ = [
+    "CAPABILITY_PERMISSIONS",
+    "FERRY_PERMISSIONS",
+    "Permission",
+    "missing_permissions",
+    "permissions_for",
+]
 
 Side = Literal["source", "target"]
 
@@ -36,6 +42,9 @@ class Permission:
     stops: bool = False
     # The flow setting (a FlowConfig field) that needs this row; "" for every flow.
     needed_by: str = ""
+    # A command run now and then, not the flow, that needs the row (CAPABILITY_PERMISSIONS):
+    # without it that command is refused; replication is not touched (`ferry doctor` notes).
+    capability: str = ""
 
     def needed(self, settings: object) -> bool:
         """Whether a flow with these settings needs the row (its `needed_by` on, or none)."""
@@ -175,6 +184,38 @@ FERRY_PERMISSIONS: tuple[Permission, ...] = (
 )
 
 
+# What the disaster-recovery commands need beyond the flow's rows, only when they run. Granted
+# to ferry's principal by nobody by default: `ferry doctor` names each as an optional
+# capability. `<source>` and `<target>` stand for the flow's aliases.
+CAPABILITY_PERMISSIONS: tuple[Permission, ...] = tuple(
+    Permission(
+        side,
+        "CLUSTER",
+        "kafka-cluster",
+        "LITERAL",
+        operation,
+        why,
+        capability="ferry switchover",
+    )
+    for side in ("source", "target")
+    for operation, why in (
+        ("DESCRIBE", "read the ACLs that grant writes, to fence and move them"),
+        ("ALTER", "create and delete the fence's and the moved writers' ACLs"),
+    )
+) + tuple(
+    Permission(
+        "target",
+        "TRANSACTIONAL_ID",
+        "ferry-reconcile-<source>-to-<target>",
+        "LITERAL",
+        operation,
+        "copy the stranded tail exactly once",
+        capability="ferry reconcile --replay",
+    )
+    for operation in ("DESCRIBE", "WRITE")
+)
+
+
 def permissions_for(*sides: Side) -> tuple[Permission, ...]:
     """The rows for `sides`, each (resource, name, pattern, operation) once."""
     seen: set[tuple[str, str, str, str]] = set()
@@ -188,14 +229,16 @@ def permissions_for(*sides: Side) -> tuple[Permission, ...]:
 
 
 def missing_permissions(
-    side: Side, allowed: Mapping[tuple[str, str], frozenset[str]]
+    side: Side,
+    allowed: Mapping[tuple[str, str], frozenset[str]],
+    rows: tuple[Permission, ...] = FERRY_PERMISSIONS,
 ) -> list[Permission]:
     """The rows of `side` whose operation is not in what the cluster said the principal may do
     on (resource, name) (Kafka's authorized operations, implied ones included). A row whose
     resource was not looked at (absent from `allowed`) is not judged: no guessing."""
     return [
         row
-        for row in permissions_for(side)
+        for row in rows
         if row.side == side
         and (row.resource, row.name) in allowed
         and row.operation not in allowed[(row.resource, row.name)]
