@@ -27,6 +27,18 @@ class FakeRegistry:
     down: bool = False
     refuse: bool = False
     races: int = 0  # registrations answered 409 although they were made (another task won)
+    compatibility: dict[str, str] = field(default_factory=dict)  # subject-level only
+
+    def get_compatibility(self, subject: str) -> str:
+        self._call()
+        if subject not in self.compatibility:  # Confluent: no subject-level config
+            raise SchemaRegistryError(404, 40408, "Subject does not have subject-level config")
+        return self.compatibility[subject]
+
+    def set_compatibility(self, subject: str, level: str) -> str:
+        self._call()
+        self.compatibility[subject] = level
+        return level
 
     def _call(self) -> None:
         self.calls += 1
@@ -111,6 +123,23 @@ def test_ids_rewritten_once_per_schema_with_the_original_in_a_header() -> None:
     assert len(set(calls)) == 1  # the registries were asked for the first record only
     assert "A.orders-value" in target.subjects
     assert result.schema_translated == 50 and result.schema_unchanged == 50  # the plain keys
+
+
+def test_a_subjects_own_compatibility_level_follows_it_once_and_no_default_is_invented() -> None:
+    source, target, translator = _pair()
+    source.compatibility["orders-value"] = "FORWARD_TRANSITIVE"
+    sid = source.register_schema("orders-value", AVRO)
+    keyed = source.register_schema("orders-key", Schema('"string"', "AVRO"))
+    result = PartitionResult("orders", 3, 0, 100)
+    for offset in range(3):
+        value = b"\x00" + sid.to_bytes(4, "big") + b"\x02"
+        key = b"\x00" + keyed.to_bytes(4, "big") + b"\x02k"
+        translator.translate(R, offset, key, value, [], result, CTX)
+    assert target.compatibility == {"A.orders-value": "FORWARD_TRANSITIVE"}  # the key: none
+    sets = target.calls
+    second = source.register_schema("orders-value", Schema('"long"', "AVRO"))  # a new version
+    translator.translate(R, 9, None, b"\x00" + second.to_bytes(4, "big") + b"\x02", [], result, CTX)
+    assert target.calls == sets + 1  # registered; the level was set once per subject
 
 
 def test_unknown_ids_and_plain_payloads_pass_unchanged() -> None:

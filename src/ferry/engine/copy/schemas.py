@@ -87,6 +87,7 @@ class SchemaTranslator:
         self._ids: dict[tuple[str, str, bool, bytes], tuple[bytes, bytes]] = {}
         # (target subject, source subject, source version) -> target version, for references
         self._references: dict[tuple[str, str, int], int] = {}
+        self._compatibility_copied: set[str] = set()  # target subjects
         self._lock = threading.Lock()  # a commit thread may share the worker's translator
 
     def translate(
@@ -190,6 +191,7 @@ class SchemaTranslator:
                 for ref in schema.references or []
             ]
             registered = self._register(subject_on_target, _with_references(schema, references))
+            self._copy_compatibility(subject or default, subject_on_target)
         except (KafkaUnavailableError, ReplicationError):
             raise
         except Exception as exc:
@@ -197,6 +199,23 @@ class SchemaTranslator:
             raise self._failure(self.target, what, exc, r, offset, ctx) from None
         self.stats.registrations += 1
         return int(registered)
+
+    def _copy_compatibility(self, subject: str, subject_on_target: str) -> None:
+        """The source subject's own compatibility level (`/config/<subject>`) set on the target
+        subject, once per subject and worker, after the first registration there (a subject
+        with no versions has nothing to be compatible with). A subject without a level of its
+        own (40408) leaves the target's default alone."""
+        if subject_on_target in self._compatibility_copied:
+            return
+        try:
+            level = self.source.client.get_compatibility(subject)
+        except Exception as exc:
+            if _status(exc) != _NOT_FOUND:
+                raise
+            level = None
+        if level:
+            self.target.client.set_compatibility(subject_on_target, level)
+        self._compatibility_copied.add(subject_on_target)
 
     def _reference(
         self, ref: Any, r: CopyRange, offset: int, ctx: CopyContext, is_key: bool, where: str
