@@ -63,7 +63,9 @@ class FakeRegistry:
 
     def lookup_schema(self, subject: str, schema: Schema) -> RegisteredSchema:
         self._call()
-        sid = next(i for i in self.subjects[subject] if self.by_id[i] == schema)
+        sid = next((i for i in self.subjects.get(subject, []) if self.by_id[i] == schema), None)
+        if sid is None:  # Confluent: 40401 subject not found, 40403 schema not found
+            raise SchemaRegistryError(404, 40403, "Schema not found")
         version = self.subjects[subject].index(sid) + 1
         return RegisteredSchema(subject, version, sid, None, schema)
 
@@ -139,7 +141,7 @@ def test_a_subjects_own_compatibility_level_follows_it_once_and_no_default_is_in
     sets = target.calls
     second = source.register_schema("orders-value", Schema('"long"', "AVRO"))  # a new version
     translator.translate(R, 9, None, b"\x00" + second.to_bytes(4, "big") + b"\x02", [], result, CTX)
-    assert target.calls == sets + 1  # registered; the level was set once per subject
+    assert target.calls == sets + 2  # looked up, registered; the level was set once
 
 
 def test_unknown_ids_and_plain_payloads_pass_unchanged() -> None:
@@ -227,3 +229,25 @@ def test_a_registry_that_does_not_answer_is_said_before_the_run_copies() -> None
         "flow A->B: copying with the Python loop (schema ids are translated there; the native "
         "loop copies bytes unchanged)"
     ]
+
+
+def test_a_schema_the_target_subject_holds_is_looked_up_not_registered_again() -> None:
+    """Apicurio adds a new version for content equal to an older one: a copy retried after
+    the subject gained a newer version must not register the older content again."""
+    source, target, translator = _pair()
+    sid = source.register_schema("orders-value", AVRO)
+    held = target.register_schema("A.orders-value", AVRO)
+    target.register_schema("A.orders-value", Schema('"long"', "AVRO"))  # a newer version
+    registered: list[str] = []
+    original = target.register_schema
+
+    def counting(subject: str, schema: Schema) -> int:
+        registered.append(subject)
+        return original(subject, schema)
+
+    target.register_schema = counting  # type: ignore[method-assign]
+    result = PartitionResult("orders", 3, 0, 100)
+    value = b"\x00" + sid.to_bytes(4, "big") + b"\x02"
+    _key, copy = translator.translate(R, 0, None, value, [], result, CTX)
+    assert copy is not None and int.from_bytes(copy[1:5], "big") == held
+    assert registered == [] and len(target.subjects["A.orders-value"]) == 2
