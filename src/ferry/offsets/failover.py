@@ -122,11 +122,12 @@ def plan_failover(
     control: FlowControl | None = None,
     runs: FlowRunsStores | None = None,
     checkpoints: FlowCheckpoints | None = None,
+    target_admin: GroupAdmin | None = None,
 ) -> FailoverPlan:
     """`control`: the flow `from->to`'s runtime override (topics added or removed over the
     API, see ferry.control), so those topics count as replicated or not as they are.
-    `runs`, `checkpoints`: offset runs and checkpoints already read (many groups planned in
-    a row read them once)."""
+    `runs`, `checkpoints`, `target_admin`: offset runs and checkpoints already read, and a
+    client of `to` (many groups planned in a row read them once and share it)."""
     _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
@@ -137,7 +138,7 @@ def plan_failover(
             committed = GroupAdmin(origin, timeout=timeout).committed(group)
         except KafkaUnavailableError as exc:
             notices.append(f"{exc}; translating from the checkpoints in {to_alias} instead")
-    target_admin = GroupAdmin(destination, timeout=timeout)
+    target_admin = target_admin or GroupAdmin(destination, timeout=timeout)
     if committed is None:
         positions, not_replicated = _from_checkpoints(
             config, group, from_alias, to_alias, checkpoints
@@ -252,7 +253,8 @@ def _plan_on_target(
 ) -> FailoverPlan:
     """The plan, with the group's state and offsets on the target as they are now."""
     state = target_admin.state(group)
-    previous = target_admin.committed(group)
+    # Only the partitions the plan moves: what it shows and compares (no metadata read).
+    previous = target_admin.committed(group, {(p.target_topic, p.partition) for p in positions})
     return FailoverPlan(
         group, *aliases, source, positions, not_replicated, state, previous, notices
     )
@@ -269,8 +271,15 @@ def _check_aliases(config: FerryConfig, from_alias: str, to_alias: str) -> None:
         raise ConfigError(f"--from and --to are both {from_alias}; name two clusters")
 
 
-def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 10.0) -> None:
-    """Commit the plan's offsets for its group on the `to` cluster."""
+def apply_failover(
+    config: FerryConfig,
+    plan: FailoverPlan,
+    *,
+    timeout: float = 10.0,
+    admin: GroupAdmin | None = None,
+) -> None:
+    """Commit the plan's offsets for its group on the `to` cluster (through `admin`, a client
+    of it, when given: many groups committed in a row share one)."""
     if plan.target_state.active:
         members = ", ".join(plan.target_state.members[:5])
         raise FerryError(
@@ -283,7 +292,8 @@ def apply_failover(config: FerryConfig, plan: FailoverPlan, *, timeout: float = 
             f"nothing to commit for group {plan.group} on {plan.to_alias}: none of its "
             f"partitions on {plan.from_alias} has been replicated there"
         )
-    GroupAdmin(config.clusters[plan.to_alias], timeout=timeout).commit(plan.group, plan.offsets())
+    admin = admin or GroupAdmin(config.clusters[plan.to_alias], timeout=timeout)
+    admin.commit(plan.group, plan.offsets())
     plan.committed = True
 
 

@@ -236,6 +236,8 @@ def plan_flow_failover(
                     f"{exc}; every group moves from its checkpoints in {flow.target}"
                 )
         report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
+        # One client of the target for every group, its topics read once.
+        target_admin = GroupAdmin(config.clusters[flow.target], timeout=timeout, cache_topics=True)
         for group in select_groups(listed, group_filter(flow), pattern, own):
             try:
                 plan = plan_failover(
@@ -248,6 +250,7 @@ def plan_flow_failover(
                     control=control,
                     runs=runs,
                     checkpoints=checkpoints,
+                    target_admin=target_admin,
                 )
             except NoPositionError as exc:
                 report.groups.append(no_position(group, exc))
@@ -271,13 +274,15 @@ def apply_flow_failover(
     """Commit, for each group to move, the partitions behind their translated offset (through
     `apply_failover`, as `ferry failover --group` does); the others are not touched."""
     report.dry_run = False
+    flow = flow_of(config, report.flow)
+    admin = GroupAdmin(config.clusters[flow.target], timeout=timeout)  # one for every group
     for i, outcome in enumerate(report.groups):
         if outcome.status != TO_MOVE:
             continue
         plan = report.plans[outcome.group]
         moving = [m.position for m in outcome.moves if m.action == "move"]
         try:
-            apply_failover(config, replace(plan, positions=moving), timeout=timeout)
+            apply_failover(config, replace(plan, positions=moving), timeout=timeout, admin=admin)
         except FerryError as exc:
             report.groups[i] = replace(
                 outcome, status=FAILED, detail=failed(plan.group, exc).detail

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -60,10 +60,16 @@ def group_filter(flow: FlowConfig) -> Any:
 class GroupAdmin:
     """One cluster's consumer groups; every call names the cluster when it fails."""
 
-    def __init__(self, cluster: ClusterConfig, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, *, timeout: float = 10.0, cache_topics: bool = False
+    ) -> None:
+        """`cache_topics`: the first topic metadata read serves every later call (many groups
+        planned in a row against one cluster whose topics do not change meanwhile)."""
         self.cluster = cluster
         self._timeout = timeout
         self._admin = clients.admin_client(cluster.admin_config())
+        self._cache_topics = cache_topics
+        self._topics: dict[str, Any] | None = None
 
     def _call(self, request: Callable[[], Any], what: str) -> Any:
         """`request()` returns a future; retried while the broker says "try again"."""
@@ -88,7 +94,11 @@ class GroupAdmin:
 
     def list_topics(self) -> dict[str, Any]:
         """Topic metadata by name (raises KafkaException if the cluster does not answer)."""
+        if self._topics is not None:
+            return self._topics
         topics: dict[str, Any] = self._admin.list_topics(timeout=self._timeout).topics
+        if self._cache_topics:
+            self._topics = topics
         return topics
 
     def groups(self) -> list[str]:
@@ -98,13 +108,15 @@ class GroupAdmin:
         )
         return sorted(str(listing.group_id) for listing in result.valid)
 
-    def committed(self, group: str) -> dict[TopicPartitionKey, int]:
+    def committed(
+        self, group: str, partitions: Collection[TopicPartitionKey] | None = None
+    ) -> dict[TopicPartitionKey, int]:
         """Every offset `group` committed (next record to read) in this cluster's topics, by
-        topic and partition: read by a consumer of the group (kafka/group_offsets.py says
-        why never by the admin API)."""
+        topic and partition (only of `partitions` when given: no metadata read then): read by
+        a consumer of the group (kafka/group_offsets.py says why never by the admin API)."""
         try:
             offsets: dict[TopicPartitionKey, int] = self._retrying(
-                lambda: read_group_offsets(self.cluster, group, timeout=self._timeout),
+                lambda: read_group_offsets(self.cluster, group, partitions, timeout=self._timeout),
                 f"read the offsets of group {group}",
             )
         except GroupOffsetError as exc:
