@@ -19,14 +19,22 @@ _COORDINATOR_NOT_READY = (
 )
 
 
-def commit_group(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    """Commit offsets as a consumer of `group` that stopped there would.
+def commit_group(
+    bootstrap: str, group: str, offsets: dict[TP, int], client: dict[str, str] | None = None
+) -> None:
+    """Commit offsets as a consumer of `group` that stopped there would (`client`: settings
+    such as SASL's).
 
     A consumer, not the admin API: Kafka 4.1 does not list a group whose offsets only the
     admin API wrote, and replicators (MM2 and ferry alike) find groups by listing them.
     """
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        {
+            **(client or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+        }
     )
     partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
     deadline = time.monotonic() + 60

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.ferry_cli import run_ferry
+from tests.integration.group_helpers import commit_group
 
 Settings = dict[str, str]
 
@@ -79,14 +80,8 @@ def properties(
 
 
 def commit(settings: Settings, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({**settings, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
+    """`group` committed at `offsets` by a consumer with `settings` (bootstrap included)."""
+    commit_group(settings["bootstrap.servers"], group, offsets, settings)
 
 
 def committed(settings: Settings, group: str, tps: list[tuple[str, int]]) -> dict[Any, int]:

@@ -56,7 +56,7 @@ from ferry.local.cluster import LocalCluster
 from ferry.service.run import FerryRun, RunOptions
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import FERRY_PASSWORD, SASL_ADMIN_CLIENT
-from tests.integration.group_helpers import committed_offsets
+from tests.integration.group_helpers import commit_group, committed_offsets
 from tests.integration.kafka_helpers import Rec, create_topic, produce, wait_for
 from tests.integration.replication_setup import run_once, write_config
 
@@ -187,21 +187,7 @@ def _values(bootstrap: str, topic: str, origin: str | None) -> Counter[str]:
 
 
 def _commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer(
-        {
-            **SASL_ADMIN_CLIENT,
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
+    commit_group(bootstrap, group, offsets, SASL_ADMIN_CLIENT)
 
 
 def _run_beside(run: FerryRun, actions: Any) -> None:

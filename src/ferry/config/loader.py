@@ -18,6 +18,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from ferry.config import read_only
 from ferry.config.clients import check_client_key, check_safety, translate_jaas
 from ferry.config.entries import Entry, read_entries
 from ferry.config.java_stores import STORE_KEYS, translate_stores
@@ -227,7 +228,9 @@ class _Builder:
             if source != target
         )
         self.note_internal_topics()
-        self.check_read_only_sources(flows, api, per_flow, flow_defaults)
+        refused = read_only.conflict(flows, self.entries, per_flow, flow_defaults)
+        if refused is not None:
+            raise self.error(*refused)
         self.note_copied_control_topic(ApiConfig(**api), flows)
         self.check_schema_copier(clusters, flows, per_flow, flow_defaults)
         return FerryConfig(
@@ -260,35 +263,6 @@ class _Builder:
                     f"flow {flow.name} would copy the control topic '{topic}' from "
                     f"{flow.source}: give api.control.topic a name ending in '.internal' "
                     "(internal topics are never replicated), or exclude it in topics.exclude"
-                )
-
-    def check_read_only_sources(
-        self,
-        flows: tuple[FlowConfig, ...],
-        api: dict[str, Any],
-        per_flow: dict[tuple[str, str], dict[str, Entry]],
-        defaults: dict[str, Entry],
-    ) -> None:
-        """A flow's `source.read.only` holds for the whole config: no enabled flow copies into
-        that cluster and the control topic is not kept there (either would write to it)."""
-        for flow in flows:
-            if not (flow.enabled and flow.source_read_only):
-                continue
-            own = per_flow.get((flow.source, flow.target), {})
-            said = own.get("source.read.only") or defaults["source.read.only"]
-            why = f"{said.key} = true (line {said.line}) keeps {flow.source} unwritten"
-            for other in flows:
-                if other.enabled and other.target == flow.source:
-                    entry = per_flow[(other.source, other.target)]["enabled"]
-                    raise self.error(
-                        entry,
-                        f"flow {other.name} would write its copies to {flow.source}, and {why}: "
-                        f"turn one of them off",
-                    )
-            if api.get("control_cluster") == flow.source:
-                raise self.error(
-                    self.entries["api.control.cluster"],
-                    f"keeps the API's changes on {flow.source}, and {why}: name another cluster",
                 )
 
     def check_schema_copier(
@@ -525,7 +499,9 @@ class _Builder:
                 f"'{source}->{target}.enabled = true' or remove the key",
             )
         if fields.get("source_read_only"):
-            self.read_only_source(source, target, settings, fields)
+            refused = read_only.source_settings(source, target, settings, self.entries, fields)
+            if refused is not None:
+                raise self.error(*refused)
         fields["policy"] = self.policy(source, settings)
         flow = FlowConfig(**fields)
         listed = settings.get("topics")
@@ -538,33 +514,6 @@ class _Builder:
                     where = (listed.key, listed.line, name, why)
                     self.internal_named.setdefault(where, []).append(flow.name)
         return flow
-
-    def read_only_source(
-        self, source: str, target: str, settings: dict[str, Entry], fields: dict[str, Any]
-    ) -> None:
-        """`source.read.only = true`: heartbeats off unless a key turns them on, which, like
-        MM2's offset syncs kept on the source, would write there and is refused."""
-        why = f"{source}->{target}.source.read.only = true keeps {source} unwritten"
-        heartbeats = settings.get("emit.heartbeats.enabled")
-        if heartbeats is not None and fields["emit_heartbeats_enabled"]:
-            raise self.error(
-                heartbeats,
-                f"writes heartbeats to {source}, and {why}: set it to false or remove it",
-            )
-        fields["emit_heartbeats_enabled"] = False
-        for key in (
-            f"{source}->{target}.offset-syncs.topic.location",
-            "offset-syncs.topic.location",
-        ):
-            location = self.entries.get(key)
-            if location is not None:
-                if location.value.strip().lower() == "source":
-                    raise self.error(
-                        location,
-                        f"asks for offset syncs on {source}, and {why}: set it to target "
-                        "(where ferry keeps them) or remove it",
-                    )
-                break
 
     def note_internal_topics(self) -> None:
         """A topic listed by name that no flow will copy is said at load (validate and run):
