@@ -8,14 +8,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
 from ferry.audit.model import FlowPlan, TopicPlan
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
+from ferry.kafka.partition_offsets import log_bounds
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
 
@@ -77,14 +75,4 @@ def offsets_of(
     """(earliest, last stable offset) of each partition."""
     if not partitions:
         return {}
-    found: dict[str, dict[tuple[str, int], int]] = {}
-    for kind, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-        )
-        found[kind] = {}
-        for tp, future in futures.items():
-            with kafka_errors(cluster, f"read the offsets of {tp.topic} partition {tp.partition}"):
-                found[kind][(tp.topic, tp.partition)] = int(future.result().offset)
-    return {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
+    return log_bounds(cluster, admin, partitions, timeout=timeout)

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psutil
-from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, TopicPartition
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control.log import ControlLog, control_place
@@ -59,6 +58,7 @@ from ferry.flows.switchover import (
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
+from ferry.kafka.partition_offsets import read_ends
 from ferry.kafka.provenance import Origin
 from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_failover
 from ferry.offsets.stores import RunsStore
@@ -220,23 +220,8 @@ class _Switchover:
 
     def ends(self, tps: Iterable[TP]) -> dict[TP, int]:
         """The source's last stable offsets (read_committed), as `ferry status` reads lag."""
-        request = {
-            TopicPartition(t, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
-            for t, p in tps
-        }
-        if not request:
-            return {}
         admin = clients.admin_client(self.source.admin_config())
-        futures = admin.list_offsets(
-            request,
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=self.options.timeout,
-        )
-        ends: dict[TP, int] = {}
-        for tp, future in futures.items():
-            with kafka_errors(self.source, f"read the end of {tp.topic} partition {tp.partition}"):
-                ends[(tp.topic, tp.partition)] = int(future.result().offset)
-        return ends
+        return read_ends(self.source, admin, tps, timeout=self.options.timeout)
 
     # --- the steps ----------------------------------------------------------------------------
 

@@ -23,8 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError
@@ -32,6 +31,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
+from ferry.kafka.partition_offsets import read_offsets
 from ferry.monitor.sync_delay import DelayKind
 from ferry.ops.status import read_flow_rpos
 from ferry.policy import policy_for
@@ -132,18 +132,17 @@ class KafkaSampler:
     def _log_ends(
         self, cluster: ClusterConfig, partitions: Iterable[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
-        if not request:
-            return {}
-        futures = self._admin(cluster.alias).list_offsets(request, request_timeout=self._timeout)
-        ends: dict[tuple[str, int], int] = {}
-        for tp, future in futures.items():
+        def answer(_tp: Any, future: Any) -> int | None:
             try:
-                ends[(tp.topic, tp.partition)] = int(future.result(self._timeout + 5).offset)
+                return int(future.result(self._timeout + 5).offset)
             except (KafkaException, TimeoutError) as exc:
                 self._raise_if_unreachable(cluster, exc)
-                # Anything else (e.g. the topic was deleted a moment ago): no sample for it.
-        return ends
+                return None  # anything else (a topic deleted a moment ago): no sample for it
+
+        admin = self._admin(cluster.alias)
+        return read_offsets(
+            admin, partitions, timeout=self._timeout, committed_only=False, answer=answer
+        )
 
     def _group_pairs(
         self,

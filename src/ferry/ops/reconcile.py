@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, TopicPartition
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ReplicationError
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
+from ferry.kafka.partition_offsets import log_bounds as read_log_bounds
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.kafka.retry import retry_unavailable
 from ferry.offsets.groups import GroupAdmin
@@ -246,18 +246,7 @@ def log_bounds(
 def _log_bounds(
     cluster: ClusterConfig, admin: Any, partitions: list[TP], timeout: float
 ) -> dict[TP, tuple[int, int]]:
-    found: dict[str, dict[TP, int]] = {}
-    for kind, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
-        futures = admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=timeout,
-        )
-        found[kind] = {}
-        for tp, future in futures.items():
-            with kafka_errors(cluster, f"read the offsets of {tp.topic} partition {tp.partition}"):
-                found[kind][(tp.topic, tp.partition)] = int(future.result().offset)
-    return {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
+    return read_log_bounds(cluster, admin, partitions, timeout=timeout)
 
 
 def _done(consumer: Any, pending: dict[TP, int], tp: TP) -> None:

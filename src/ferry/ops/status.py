@@ -28,12 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    IsolationLevel,
-    TopicPartition,
-)
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState, lost_ranges, tp_key
@@ -43,6 +37,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
+from ferry.kafka.partition_offsets import read_ends
 from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
@@ -271,22 +266,13 @@ def _source_ends(
     admin = clients.admin_client(cluster.admin_config())
     with kafka_errors(cluster, "list topics"):
         topics = admin.list_topics(timeout=timeout).topics
-    request = {
-        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    partitions = [
+        (name, p)
         for name, md in topics.items()
         if md.error is None and selector.accepts(name)
         for p in md.partitions
-    }
-    if not request:
-        return {}
-    futures = admin.list_offsets(
-        request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-    )
-    ends: dict[tuple[str, int], int] = {}
-    for tp, future in futures.items():
-        with kafka_errors(cluster, f"read the end of {tp.topic} partition {tp.partition}"):
-            ends[(tp.topic, tp.partition)] = int(future.result().offset)
-    return ends
+    ]
+    return read_ends(cluster, admin, partitions, timeout=timeout)
 
 
 def _read_tail(
