@@ -612,30 +612,50 @@ def coordinator_of(cluster: LocalCluster, key: str, internal_topic: str) -> int:
     return int(partitions[index].leader)
 
 
-def active_controller(cluster: LocalCluster) -> int:
-    """The quorum's leader, as Kafka's own metadata-quorum tool reports it."""
+def active_controller(cluster: LocalCluster, timeout: float = 120.0) -> int | None:
+    """The quorum's leader, as Kafka's own metadata-quorum tool reports it, asked of the nodes
+    that run (a killed node in its bootstrap list costs the tool its connection timeouts);
+    None when the tool did not answer within `timeout` (a JVM starting beside a loaded
+    machine's brokers: a caller polling asks again)."""
     import subprocess
 
     from ferry.local.distribution import kafka_classpath
 
-    result = subprocess.run(
-        [
-            "java",
-            "-Xmx128m",
-            "-cp",
-            kafka_classpath(),
-            "org.apache.kafka.tools.MetadataQuorumCommand",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            "describe",
-            "--status",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    live = ",".join(node.bootstrap for node in cluster.nodes if node.is_running())
+    try:
+        result = subprocess.run(
+            [
+                "java",
+                "-Xmx128m",
+                "-cp",
+                kafka_classpath(),
+                "org.apache.kafka.tools.MetadataQuorumCommand",
+                "--bootstrap-server",
+                live or cluster.bootstrap,
+                "describe",
+                "--status",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        return None
     for line in result.stdout.splitlines():
         if line.startswith("LeaderId:"):
             return int(line.split(":")[1])
     raise AssertionError(f"no LeaderId in the quorum's status:\n{result.stdout}{result.stderr}")
+
+
+def known_controller(cluster: LocalCluster, timeout: float = 300.0) -> int:
+    """The quorum's leader, asked again until the tool answers within `timeout`."""
+    found: list[int | None] = []
+    wait_for(
+        lambda: found.append(active_controller(cluster)) or found[-1] is not None,
+        timeout,
+        f"the active controller of {cluster.alias} known",
+    )
+    controller = found[-1]
+    assert controller is not None
+    return controller
