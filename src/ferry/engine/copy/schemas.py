@@ -265,13 +265,17 @@ class SchemaTranslator:
         409 "already exists" instead of the id. So a 409 is followed by a lookup: found, it is
         the id; not found, the 409 was a real refusal (an incompatible schema) and is raised.
         A schema the subject holds already is looked up, not registered: Apicurio's API adds a
-        new version for content equal to an older version (a copy retried after the subject
-        gained a newer one would add one)."""
+        new version for content equal to an older version, and its lookup finds the latest
+        version only, so the subject's versions are compared too (a worker meeting the older
+        id after another registered the newer one would add a version)."""
         try:
             return int(self.target.client.lookup_schema(subject, schema).schema_id)
         except Exception as exc:
             if _status(exc) != _NOT_FOUND:
                 raise
+        held = self._held(subject, schema)  # Apicurio's lookup finds only the latest version
+        if held is not None:
+            return held
         try:
             return int(self.target.client.register_schema(subject, schema))
         except Exception as exc:
@@ -281,6 +285,21 @@ class SchemaTranslator:
                 return int(self.target.client.lookup_schema(subject, schema).schema_id)
             except Exception:
                 raise exc from None
+
+    def _held(self, subject: str, schema: Any) -> int | None:
+        """The id of a version of `subject` on the target whose schema is `schema` (the same
+        text, type and references), newest first; None when none is (or no subject yet)."""
+        try:
+            versions = self.target.client.get_versions(subject)
+        except Exception as exc:
+            if _status(exc) != _NOT_FOUND:
+                raise
+            return None
+        for version in sorted(versions, reverse=True):
+            registered = self.target.client.get_version(subject, version)
+            if _same_schema(registered.schema, schema):
+                return int(registered.schema_id)
+        return None
 
     @staticmethod
     def _failure(
@@ -311,6 +330,17 @@ class SchemaTranslator:
             "with an unmapped schema id)",
             what="schema registry did not answer",
         )
+
+
+def _same_schema(held: Any, wanted: Any) -> bool:
+    def refs(schema: Any) -> list[tuple[str, str, int]]:
+        return sorted((r.name, r.subject, int(r.version)) for r in schema.references or [])
+
+    return bool(
+        held.schema_str == wanted.schema_str
+        and (held.schema_type or "AVRO") == (wanted.schema_type or "AVRO")
+        and refs(held) == refs(wanted)
+    )
 
 
 def _status(exc: Exception) -> int | None:
