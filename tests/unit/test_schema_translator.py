@@ -27,18 +27,6 @@ class FakeRegistry:
     down: bool = False
     refuse: bool = False
     races: int = 0  # registrations answered 409 although they were made (another task won)
-    compatibility: dict[str, str] = field(default_factory=dict)  # subject-level only
-
-    def get_compatibility(self, subject: str) -> str:
-        self._call()
-        if subject not in self.compatibility:  # Confluent: no subject-level config
-            raise SchemaRegistryError(404, 40408, "Subject does not have subject-level config")
-        return self.compatibility[subject]
-
-    def set_compatibility(self, subject: str, level: str) -> str:
-        self._call()
-        self.compatibility[subject] = level
-        return level
 
     def _call(self) -> None:
         self.calls += 1
@@ -61,22 +49,9 @@ class FakeRegistry:
             raise SchemaRegistryError(409, 0, "An artifact version already exists")
         return sid
 
-    latest_only: bool = False  # Apicurio: a lookup finds the subject's latest version only
-
-    def get_versions(self, subject: str) -> list[int]:
-        self._call()
-        if subject not in self.subjects:
-            raise SchemaRegistryError(404, 40401, "Subject not found")
-        return list(range(1, len(self.subjects[subject]) + 1))
-
     def lookup_schema(self, subject: str, schema: Schema) -> RegisteredSchema:
         self._call()
-        held = self.subjects.get(subject, [])
-        if self.latest_only:
-            held = held[-1:]
-        sid = next((i for i in held if self.by_id[i] == schema), None)
-        if sid is None:  # Confluent: 40401 subject not found, 40403 schema not found
-            raise SchemaRegistryError(404, 40403, "Schema not found")
+        sid = next(i for i in self.subjects[subject] if self.by_id[i] == schema)
         version = self.subjects[subject].index(sid) + 1
         return RegisteredSchema(subject, version, sid, None, schema)
 
@@ -136,24 +111,6 @@ def test_ids_rewritten_once_per_schema_with_the_original_in_a_header() -> None:
     assert len(set(calls)) == 1  # the registries were asked for the first record only
     assert "A.orders-value" in target.subjects
     assert result.schema_translated == 50 and result.schema_unchanged == 50  # the plain keys
-
-
-def test_a_subjects_own_compatibility_level_follows_it_once_and_no_default_is_invented() -> None:
-    source, target, translator = _pair()
-    source.compatibility["orders-value"] = "FORWARD_TRANSITIVE"
-    sid = source.register_schema("orders-value", AVRO)
-    keyed = source.register_schema("orders-key", Schema('"string"', "AVRO"))
-    result = PartitionResult("orders", 3, 0, 100)
-    for offset in range(3):
-        value = b"\x00" + sid.to_bytes(4, "big") + b"\x02"
-        key = b"\x00" + keyed.to_bytes(4, "big") + b"\x02k"
-        translator.translate(R, offset, key, value, [], result, CTX)
-    assert target.compatibility == {"A.orders-value": "FORWARD_TRANSITIVE"}  # the key: none
-    levels: list[str] = []
-    target.set_compatibility = lambda subject, level: levels.append(level) or level  # type: ignore[method-assign]
-    second = source.register_schema("orders-value", Schema('"long"', "AVRO"))  # a new version
-    translator.translate(R, 9, None, b"\x00" + second.to_bytes(4, "big") + b"\x02", [], result, CTX)
-    assert len(target.subjects["A.orders-value"]) == 2 and levels == []  # set once per subject
 
 
 def test_unknown_ids_and_plain_payloads_pass_unchanged() -> None:
@@ -241,26 +198,3 @@ def test_a_registry_that_does_not_answer_is_said_before_the_run_copies() -> None
         "flow A->B: copying with the Python loop (schema ids are translated there; the native "
         "loop copies bytes unchanged)"
     ]
-
-
-def test_a_schema_the_target_subject_holds_is_looked_up_not_registered_again() -> None:
-    """Apicurio adds a new version for content equal to an older one: a copy retried after
-    the subject gained a newer version must not register the older content again."""
-    source, target, translator = _pair()
-    sid = source.register_schema("orders-value", AVRO)
-    held = target.register_schema("A.orders-value", AVRO)
-    target.register_schema("A.orders-value", Schema('"long"', "AVRO"))  # a newer version
-    target.latest_only = True  # as Apicurio's lookup: the older version is not found by it
-    registered: list[str] = []
-    original = target.register_schema
-
-    def counting(subject: str, schema: Schema) -> int:
-        registered.append(subject)
-        return original(subject, schema)
-
-    target.register_schema = counting  # type: ignore[method-assign]
-    result = PartitionResult("orders", 3, 0, 100)
-    value = b"\x00" + sid.to_bytes(4, "big") + b"\x02"
-    _key, copy = translator.translate(R, 0, None, value, [], result, CTX)
-    assert copy is not None and int.from_bytes(copy[1:5], "big") == held
-    assert registered == [] and len(target.subjects["A.orders-value"]) == 2

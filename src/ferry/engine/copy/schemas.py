@@ -87,7 +87,6 @@ class SchemaTranslator:
         self._ids: dict[tuple[str, str, bool, bytes], tuple[bytes, bytes]] = {}
         # (target subject, source subject, source version) -> target version, for references
         self._references: dict[tuple[str, str, int], int] = {}
-        self._compatibility_copied: set[str] = set()  # target subjects
         self._lock = threading.Lock()  # a commit thread may share the worker's translator
 
     def translate(
@@ -191,7 +190,6 @@ class SchemaTranslator:
                 for ref in schema.references or []
             ]
             registered = self._register(subject_on_target, _with_references(schema, references))
-            self._copy_compatibility(subject or default, subject_on_target)
         except (KafkaUnavailableError, ReplicationError):
             raise
         except Exception as exc:
@@ -199,31 +197,6 @@ class SchemaTranslator:
             raise self._failure(self.target, what, exc, r, offset, ctx) from None
         self.stats.registrations += 1
         return int(registered)
-
-    def _copy_compatibility(self, subject: str, subject_on_target: str) -> None:
-        """The source subject's own compatibility level (`/config/<subject>`) set on the target
-        subject, once per subject and worker, after the first registration there (a subject
-        with no versions has nothing to be compatible with). A subject without a level of its
-        own (40408) leaves the target's default alone."""
-        if subject_on_target in self._compatibility_copied:
-            return
-        try:
-            level = self.source.client.get_compatibility(subject)
-        except Exception as exc:
-            if _status(exc) != _NOT_FOUND:
-                raise
-            level = None
-        if level:
-            try:
-                self.target.client.set_compatibility(subject_on_target, level)
-            except Exception as exc:
-                # Apicurio answers 409 when another task created the subject's rule a moment
-                # ago; the level it set is the same one, which a read confirms.
-                if _status(exc) != _CONFLICT:
-                    raise
-                if self.target.client.get_compatibility(subject_on_target) != level:
-                    raise
-        self._compatibility_copied.add(subject_on_target)
 
     def _reference(
         self, ref: Any, r: CopyRange, offset: int, ctx: CopyContext, is_key: bool, where: str
@@ -263,19 +236,7 @@ class SchemaTranslator:
         Another task of the flow (another partition, another Python worker) may register the
         same schema at the same moment; Apicurio's Confluent-compatible API answers the loser
         409 "already exists" instead of the id. So a 409 is followed by a lookup: found, it is
-        the id; not found, the 409 was a real refusal (an incompatible schema) and is raised.
-        A schema the subject holds already is looked up, not registered: Apicurio's API adds a
-        new version for content equal to an older version, and its lookup finds the latest
-        version only, so the subject's versions are compared too (a worker meeting the older
-        id after another registered the newer one would add a version)."""
-        try:
-            return int(self.target.client.lookup_schema(subject, schema).schema_id)
-        except Exception as exc:
-            if _status(exc) != _NOT_FOUND:
-                raise
-        held = self._held(subject, schema)  # Apicurio's lookup finds only the latest version
-        if held is not None:
-            return held
+        the id; not found, the 409 was a real refusal (an incompatible schema) and is raised."""
         try:
             return int(self.target.client.register_schema(subject, schema))
         except Exception as exc:
@@ -285,21 +246,6 @@ class SchemaTranslator:
                 return int(self.target.client.lookup_schema(subject, schema).schema_id)
             except Exception:
                 raise exc from None
-
-    def _held(self, subject: str, schema: Any) -> int | None:
-        """The id of a version of `subject` on the target whose schema is `schema` (the same
-        text, type and references), newest first; None when none is (or no subject yet)."""
-        try:
-            versions = self.target.client.get_versions(subject)
-        except Exception as exc:
-            if _status(exc) != _NOT_FOUND:
-                raise
-            return None
-        for version in sorted(versions, reverse=True):
-            registered = self.target.client.get_version(subject, version)
-            if _same_schema(registered.schema, schema):
-                return int(registered.schema_id)
-        return None
 
     @staticmethod
     def _failure(
@@ -330,17 +276,6 @@ class SchemaTranslator:
             "with an unmapped schema id)",
             what="schema registry did not answer",
         )
-
-
-def _same_schema(held: Any, wanted: Any) -> bool:
-    def refs(schema: Any) -> list[tuple[str, str, int]]:
-        return sorted((r.name, r.subject, int(r.version)) for r in schema.references or [])
-
-    return bool(
-        held.schema_str == wanted.schema_str
-        and (held.schema_type or "AVRO") == (wanted.schema_type or "AVRO")
-        and refs(held) == refs(wanted)
-    )
 
 
 def _status(exc: Exception) -> int | None:
