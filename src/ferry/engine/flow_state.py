@@ -365,10 +365,7 @@ def _merged(partitions: list[dict[str, Any]], name: str) -> Histogram:
 
 
 def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None:
-    recent = _merged(partitions, "latency")
-    if recent.count:
-        # The latest batch's or lease's copies: what `recent_latency_ms` reads once it ended.
-        stats["recent_latency"] = recent.to_json()
+    recent = Histogram()  # these copies' latency, each partition's histogram read once below
     per = stats.setdefault("partitions", {})
     for p in partitions:
         entry = per.setdefault(tp_key(p["topic"], p["partition"]), {"records": 0, "bytes": 0})
@@ -385,9 +382,15 @@ def _accumulate(stats: dict[str, Any], partitions: list[dict[str, Any]]) -> None
                 entry["lost"] = _add_lost(entry.get("lost", []), p["lost"], p["expired"])
         for name in ("latency", "record_age"):
             if name in p:
+                added = Histogram.from_json(p[name])
                 histogram = Histogram.from_json(entry.get(name))
-                histogram.add(Histogram.from_json(p[name]))
+                histogram.add(added)
                 entry[name] = histogram.to_json()
+                if name == "latency":
+                    recent.add(added)
+    if recent.count:
+        # The latest batch's or lease's copies: what `recent_latency_ms` reads once it ended.
+        stats["recent_latency"] = recent.to_json()
     stats["records"] = stats.get("records", 0) + sum(p["copied"] for p in partitions)
     stats["skipped"] = stats.get("skipped", 0) + sum(p["skipped"] for p in partitions)
     stats["bytes"] = stats.get("bytes", 0) + sum(p["bytes"] for p in partitions)
