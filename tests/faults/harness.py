@@ -438,6 +438,11 @@ class FaultCase:
     def rpo(self, mode: Mode) -> float | None:
         """The worst `ferry_rpo_seconds` of the mode's topic, as its `ferry run` last measured
         it (its state directory's rpo.json, what the gauge reads); None: not known."""
+        return self._measured_rpo(mode)[1]
+
+    def _measured_rpo(self, mode: Mode) -> tuple[float | None, float | None]:
+        """When the mode's last RPO measurement began (None: none yet) and its worst figure
+        for the mode's topic (None: not known)."""
         from ferry.config import load_config
         from ferry.engine.flow_spec import flow_state_dir
         from ferry.engine.flow_state import FlowState
@@ -448,17 +453,18 @@ class FaultCase:
         measured = read_rpo(FlowState(flow_state_dir(config.state_dir.resolve(), flow)))
         mine = [v for k, v in measured.partitions.items() if k.startswith(f"{self.topic(mode)}:")]
         if measured.at is None or not mine or any(v is None for v in mine):
-            return None
-        return max(v for v in mine if v is not None)
+            return measured.at, None
+        return measured.at, max(v for v in mine if v is not None)
 
-    def rpo_during(self, mode: Mode, seconds: float) -> list[float]:
+    def rpo_during(self, mode: Mode, seconds: float, *, measured_after: float) -> list[float]:
         """The mode's RPO sampled every second for `seconds` (the fault's length): the known
-        values."""
+        values of measurements begun after `measured_after` (seconds since the epoch, when the
+        fault began), since one begun before describes the clusters before the fault."""
         samples = []
         until = time.monotonic() + seconds
         while time.monotonic() < until:
-            value = self.rpo(mode)
-            if value is not None:
+            at, value = self._measured_rpo(mode)
+            if value is not None and at is not None and at >= measured_after:
                 samples.append(value)
             time.sleep(1.0)  # the sampling period, not a wait for a condition
         return samples

@@ -102,10 +102,11 @@ def test_target_below_min_insync_replicas(case: FaultCase) -> None:
     case.await_copies()
     leader = leader_of(case.clusters["B"], case.remote("exactly-once"))
     others = [n for n in (1, 2, 3) if n != leader]
+    down_since = time.time()
     for node in others:
         case.kill("B", node)
     said = case.status("exactly-once")  # while 2 of 3 nodes are down
-    rpo = case.rpo_during("exactly-once", UNDER_MIN_ISR_SECONDS)
+    rpo = case.rpo_during("exactly-once", UNDER_MIN_ISR_SECONDS, measured_after=down_since)
     for node in others:
         case.start("B", node)
     case.healed()

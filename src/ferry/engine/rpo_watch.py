@@ -7,8 +7,9 @@ flow has copied or planned; and for each lagging partition the first record not 
 read, one consumer per flow, one record per partition, `READ_SECONDS` at most
 (`ferry.kafka.rpo_probe`; the rule is `ferry.flows.rpo`). Both are the bounds `ferry status`
 gives these reads: a process sharing busy cores with Spark's JVMs can need seconds for a new
-client's first answer. The result goes to the flow's state directory (`rpo.json`), where ferry
-run's `ferry_rpo_seconds` gauge and the API's `rpo_seconds` read it.
+client's first answer. The result goes to the flow's state directory (`rpo.json`), stamped with
+the moment the measurement began (a measurement that began before a fault describes the source
+as it was then), where ferry run's `ferry_rpo_seconds` gauge and the API's `rpo_seconds` read it.
 
 What a reader is given is never a guess: a partition not read in time is unknown (the gauge
 NaN, the API null), and so is every partition when the last measurement is older than
@@ -52,7 +53,9 @@ class FlowRpo:
     """A flow's last measured RPO: per partition ("topic:partition") and the worst; None
     where not known."""
 
-    at: float | None  # when it was measured (seconds since the epoch); None: never
+    # When the measurement began (seconds since the epoch; None: never): the figure describes
+    # the source as read from then on, so a reader never takes it for a later moment's.
+    at: float | None
     partitions: dict[str, float | None]
 
     @property
@@ -105,6 +108,7 @@ class RpoWatch:
         """One measurement of `flow`, written to its state; a cluster that does not answer
         leaves the last one, which goes stale."""
         source = self._config.clusters[flow.source]
+        began = time.time()
         stats = state.stats()
         positions = {
             _tp(key): int(entry.get("position", 0))
@@ -126,7 +130,7 @@ class RpoWatch:
             rpos.update(read_rpos(source, positions, ends, timeout=READ_SECONDS))
         except FerryError:
             return
-        _write_rpo(state, time.time(), rpos)
+        _write_rpo(state, began, rpos)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
