@@ -14,13 +14,15 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
 .PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies test-schemas
 
+# The virtualenv alone (make unit, make lint, make docs need nothing else); setup adds what the
+# clusters and Spark need: Java, and the jars the package's lock pins, downloaded once into
+# ~/.cache/ferry and checked (no Maven: scripts/jars/lock.py is the only user of it).
 setup: $(STAMP)
+	@command -v java >/dev/null || { echo "need Java 17 (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@$(BIN)/ferry local provision
 
 $(STAMP): pyproject.toml setup.py src/ferry/engine/copy/native/fastcopy.c
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
-	@command -v java >/dev/null || { echo "need Java 17 (apt-get install openjdk-17-jre-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "need Maven (apt-get install maven)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -31,11 +33,11 @@ $(STAMP): pyproject.toml setup.py src/ferry/engine/copy/native/fastcopy.c
 test: setup lint
 	$(BIN)/pytest -n 2 $(PYTEST_CI)
 
-unit: setup
+unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults and not schemas'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults and not schemas and not package'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -95,7 +97,7 @@ test-processes: setup
 ci-stress: setup
 	@bash scripts/ci_stress.sh
 
-lint: setup
+lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/ruff format --check src tests scripts bench
 	$(BIN)/mypy
@@ -199,6 +201,12 @@ test-scale: setup
 test-faults: setup
 	rm -f artifacts/faults/results.jsonl
 	$(BIN)/pytest $(PYTEST_CI) -m 'faults and not faults_extended' tests/faults
+
+# ferry as a user installs it: the wheel built, installed in a fresh virtualenv, run from
+# outside the repository with an empty cache and no Maven (clusters and Spark of its own).
+.PHONY: test-package
+test-package: $(STAMP)
+	$(BIN)/pytest $(PYTEST_CI) -m package tests/package
 
 .PHONY: test-faults-extended
 test-faults-extended: setup

@@ -42,12 +42,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 # Fixtures that start real brokers or a real Spark: only integration tests may use them, so
 # `pytest -m "not integration"` (make unit) starts neither.
 NEEDS_INTEGRATION = frozenset({"kafka_clusters", "spark"})
-INTEGRATION_DIRS = ("integration", "chaos", "faults")
+INTEGRATION_DIRS = ("integration", "chaos", "faults", "package")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration, tests/chaos and tests/faults is an integration
-    test."""
+    """Every test under tests/integration, tests/chaos, tests/faults and tests/package is an
+    integration test."""
     for item in items:
         if Path(item.path).parent.name in INTEGRATION_DIRS:
             item.add_marker(pytest.mark.integration)

@@ -12,6 +12,7 @@ import contextlib
 import faulthandler
 import signal
 import sys
+from typing import Annotated
 
 import typer
 
@@ -36,6 +37,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        print(f"ferry {version('ferry')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print ferry's version and exit"
+        ),
+    ] = False,
+) -> None:
+    """ferry: Kafka cross-datacenter replication and disaster recovery, on Apache Spark."""
+
+
 app.add_typer(local_app, name="local")
 local_app.add_typer(spark_app, name="spark")
 app.command("pack")(pack)

@@ -290,8 +290,9 @@ def local_provision(
         typer.Option("--schema-registry", help="Also fetch Apicurio Registry (the local registry)"),
     ] = False,
 ) -> None:
-    """Fetch the pinned Apache Kafka jars and Spark's Kafka connector from Maven Central into
-    the cache (once)."""
+    """Download the pinned Apache Kafka jars and Spark's Kafka connector from Maven Central
+    (or $FERRY_MAVEN_REPOSITORY) into the cache, each file checked against its pinned SHA-256
+    (once)."""
     from ferry.local.distribution import KAFKA_VERSION, ensure_kafka
     from ferry.local.spark_kafka import SPARK_KAFKA_VERSION, ensure_spark_kafka
 

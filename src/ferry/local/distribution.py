@@ -1,7 +1,8 @@
 """The pinned Apache Kafka release: jars from Maven Central, cached outside the repo.
 
-The broker, the perf tools and MirrorMaker 2 are assembled from their jars (local/maven.py). The
-cache is shared by every clone (`~/.cache/ferry/kafka-<version>`) and reused when complete.
+The broker, the perf tools and MirrorMaker 2 are assembled from their jars, downloaded and checked
+against the package's jar lock (local/maven.py). The cache is shared by every clone and every
+installation (`~/.cache/ferry/kafka-<version>`) and reused when complete.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ferry.local.maven import copy_dependencies, is_complete
+from ferry.local.maven import download_bundle, is_complete
 
-__all__ = ["KAFKA_VERSION", "ensure_kafka", "kafka_classpath", "kafka_home"]
+__all__ = ["KAFKA_VERSION", "ensure_kafka", "kafka_bundle", "kafka_classpath", "kafka_home"]
 
 KAFKA_VERSION = "4.1.1"
 
@@ -35,11 +36,9 @@ def ensure_kafka(*, quiet: bool = True) -> Path:
     home = kafka_home()
     if is_complete(home):
         return home
-    return copy_dependencies(
-        home,
-        "kafka-runtime.pom.xml",
-        f"Apache Kafka {KAFKA_VERSION} jars",
-        KAFKA_VERSION,
-        [f"-Dkafka.version={KAFKA_VERSION}"],
-        quiet=quiet,
-    )
+    return download_bundle(home, kafka_bundle(), f"Apache Kafka {KAFKA_VERSION} jars", quiet=quiet)
+
+
+def kafka_bundle() -> str:
+    """The release's name in the jar lock."""
+    return f"kafka-{KAFKA_VERSION}"

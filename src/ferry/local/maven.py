@@ -1,64 +1,164 @@
-"""Jars fetched once from Maven Central into a per-user cache folder, by Maven itself.
+"""Jars downloaded once from a Maven repository by URL, each checked against a pinned SHA-256.
 
-There is no tarball to download here, only Maven Central, so Kafka's release and Spark's
-Kafka connector are assembled from their jars with `mvn dependency:copy-dependencies`, driven
-by a small pom shipped in this package. Maven copies into a temporary folder that is renamed
-to `libs/` and then marked complete, so an interrupted download is never taken as whole.
+Kafka's release, Spark's Kafka connector and Apicurio Registry reach ferry only as Maven
+artifacts. The exact files each needs (runtime dependencies included) are pinned in
+`jars.lock.json`, shipped in this package and written by `scripts/jars/lock.py`, so no host
+that runs ferry needs Maven: each file is fetched from `<repository>/<group path>/<artifact>/
+<version>/<file>` (Maven Central unless `FERRY_MAVEN_REPOSITORY` names a mirror) and kept only
+if its SHA-256 is the pinned one. Files land in a temporary folder that is renamed to `libs/`
+and then marked complete, so an interrupted download is never taken as whole.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
-import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
+import httpx
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
 from ferry.errors import LocalClusterError
 
-__all__ = ["COMPLETE_MARK", "copy_dependencies", "is_complete"]
+__all__ = [
+    "COMPLETE_MARK",
+    "DEFAULT_REPOSITORY",
+    "Artifact",
+    "download_bundle",
+    "download_files",
+    "is_complete",
+    "locked",
+    "repository",
+]
 
 COMPLETE_MARK = ".complete"
+DEFAULT_REPOSITORY = "https://repo1.maven.org/maven2"
+REPOSITORY_ENV = "FERRY_MAVEN_REPOSITORY"
+LOCK_FILE = "jars.lock.json"
+PARALLEL_DOWNLOADS = 4
+TIMEOUT_SECONDS = 60.0  # per request; a jar is at most a few tens of MB
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One pinned file: Maven coordinates `group:artifact:type[:classifier]:version`."""
+
+    coordinates: str
+    sha256: str
+
+    @property
+    def file_name(self) -> str:
+        _group, artifact, kind, *classifier, version = self.coordinates.split(":")
+        return f"{artifact}-{version}" + "".join(f"-{c}" for c in classifier) + f".{kind}"
+
+    def url(self, base: str) -> str:
+        group, artifact, _kind, *_classifier, version = self.coordinates.split(":")
+        path = "/".join([*group.split("."), artifact, version, self.file_name])
+        return f"{base.rstrip('/')}/{path}"
 
 
 def is_complete(home: Path) -> bool:
     return (home / COMPLETE_MARK).exists()
 
 
-def copy_dependencies(
-    home: Path, pom: str, what: str, version: str, options: list[str], *, quiet: bool
-) -> Path:
-    """Copy the runtime dependencies of the package's `pom` into `home/libs` and mark `home`
-    complete. `what` names the download in errors; `options` are Maven's `-D` settings."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
+def repository() -> str:
+    """The Maven repository jars are downloaded from."""
+    return os.environ.get(REPOSITORY_ENV) or DEFAULT_REPOSITORY
+
+
+@cache
+def _lock() -> dict[str, list[Artifact]]:
+    text = resources.files("ferry.local").joinpath(LOCK_FILE).read_text()
+    return {
+        name: [Artifact(a["coordinates"], a["sha256"]) for a in artifacts]
+        for name, artifacts in json.loads(text)["bundles"].items()
+    }
+
+
+def locked(bundle: str) -> list[Artifact]:
+    """The files pinned for `bundle` (`kafka-4.1.1`, ...)."""
+    try:
+        return _lock()[bundle]
+    except KeyError:
         raise LocalClusterError(
-            f"Maven (mvn) is not on PATH; it is needed once to fetch {what} from Maven "
-            "Central. Install it (apt-get install maven) and rerun."
-        )
+            f"{LOCK_FILE} pins no files for {bundle!r} (it has {sorted(_lock())}); a pinned "
+            "version was changed without running scripts/jars/lock.py"
+        ) from None
+
+
+def download_bundle(home: Path, bundle: str, what: str, *, quiet: bool = True) -> Path:
+    """Download every file pinned for `bundle` into `home/libs` and mark `home` complete. `what`
+    names the download in errors and progress lines."""
     home.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-    with resources.as_file(resources.files("ferry.local").joinpath(pom)) as pom_path:
-        command = [
-            mvn,
-            "-B",
-            *(["-q"] if quiet else []),
-            "-f",
-            str(pom_path),
-            *options,
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
-        ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
+    try:
+        download_files(bundle, staging, what, home, quiet=quiet)
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-        raise LocalClusterError(
-            f"could not fetch {what} from Maven Central (mvn exit {result.returncode}):\n{tail}"
-        )
+        raise
     libs = home / "libs"
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
-    (home / COMPLETE_MARK).write_text(version + "\n")
+    (home / COMPLETE_MARK).write_text(bundle + "\n")
     return home
+
+
+def download_files(bundle: str, folder: Path, what: str, home: Path, *, quiet: bool = True) -> None:
+    """Download every file pinned for `bundle` into `folder`, each checked. A failure names the
+    URL and what to do, where `home` is the cache folder the files are for."""
+    artifacts = locked(bundle)
+    base = repository()
+    if not quiet:
+        print(f"downloading {what}: {len(artifacts)} files from {base}", flush=True)
+    try:
+        with (
+            httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=True) as client,
+            ThreadPoolExecutor(PARALLEL_DOWNLOADS) as pool,
+        ):
+            for future in [pool.submit(_download, client, a, base, folder) for a in artifacts]:
+                future.result()
+    except LocalClusterError as e:
+        raise LocalClusterError(
+            f"could not download {what}: {e}. Set {REPOSITORY_ENV} to a Maven repository this "
+            f"host can reach, or copy {home} from a host where `ferry local provision` ran."
+        ) from e
+
+
+def _download(client: httpx.Client, artifact: Artifact, base: str, folder: Path) -> None:
+    url = artifact.url(base)
+    try:
+        digest = _fetch(client, url, folder / artifact.file_name)
+    except httpx.HTTPStatusError as e:
+        raise LocalClusterError(f"{url} answered HTTP {e.response.status_code}") from e
+    except httpx.HTTPError as e:
+        raise LocalClusterError(f"{url}: {type(e).__name__}: {e}") from e
+    if digest != artifact.sha256:
+        raise LocalClusterError(
+            f"{url} has SHA-256 {digest}, not the pinned {artifact.sha256} "
+            f"({artifact.coordinates}); the file was not kept"
+        )
+
+
+@retry(
+    retry=retry_if_exception_type(httpx.TransportError),  # a refused or dropped connection
+    stop=stop_after_attempt(3),
+    wait=wait_exponential(multiplier=1, max=8),
+    reraise=True,
+)
+def _fetch(client: httpx.Client, url: str, path: Path) -> str:
+    """Stream `url` into `path`; its SHA-256."""
+    digest = hashlib.sha256()
+    with client.stream("GET", url) as response:
+        response.raise_for_status()
+        with path.open("wb") as out:
+            for chunk in response.iter_bytes(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    return digest.hexdigest()

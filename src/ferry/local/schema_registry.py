@@ -4,8 +4,9 @@
 Quarkus runner jar (Java 17; the 3.x line needs Java 21) whose in-memory storage starts empty
 and whose Confluent-compatible API (`/apis/ccompat/v7`) is what confluent-kafka's
 `schema_registry` client, and so ferry, talks to. The release is one `tar.gz` on Maven Central
-(classifier `all`), copied by Maven into the per-user cache, unpacked and marked complete, so
-an interrupted download is never taken as whole.
+(classifier `all`), downloaded and checked against the package's jar lock (local/maven.py) into
+the per-user cache, unpacked and marked complete, so an interrupted download is never taken as
+whole.
 
 Registries live in their own state file (`DIR/registries.json`) beside `clusters.json`:
 `ferry local down` stops exactly the pids recorded there, after checking each pid is still that
@@ -33,13 +34,15 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port
-from ferry.local.maven import COMPLETE_MARK, is_complete
+from ferry.local.maven import COMPLETE_MARK, download_files, is_complete
 
 __all__ = [
+    "APICURIO_ARTIFACT",
     "APICURIO_VERSION",
     "CCOMPAT_PATH",
     "STATE_FILE",
     "RegistryProcess",
+    "apicurio_bundle",
     "ensure_apicurio",
     "read_registries",
     "start_registries",
@@ -47,7 +50,7 @@ __all__ = [
 ]
 
 APICURIO_VERSION = "2.6.13.Final"
-_ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
+APICURIO_ARTIFACT = f"io.apicurio:apicurio-registry-app:tar.gz:all:{APICURIO_VERSION}"
 _RUNNER = f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar"
 CCOMPAT_PATH = "/apis/ccompat/v7"
 STATE_FILE = "registries.json"
@@ -69,38 +72,15 @@ def ensure_apicurio(*, quiet: bool = True) -> Path:
     home = apicurio_home()
     if is_complete(home):
         return home
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise LocalClusterError(
-            f"Maven (mvn) is not on PATH; it is needed once to fetch Apicurio Registry "
-            f"{APICURIO_VERSION} from Maven Central. Install it (apt-get install maven) and rerun."
-        )
     home.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="fetch-", dir=home))
     try:
-        result = subprocess.run(
-            [
-                mvn,
-                "-B",
-                *(["-q"] if quiet else []),
-                "dependency:copy",
-                f"-Dartifact={_ARTIFACT}",
-                f"-DoutputDirectory={staging}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=staging,
+        download_files(
+            apicurio_bundle(), staging, f"Apicurio Registry {APICURIO_VERSION}", home, quiet=quiet
         )
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-            raise LocalClusterError(
-                f"could not fetch Apicurio Registry {APICURIO_VERSION} ({_ARTIFACT}) from Maven "
-                f"Central (mvn exit {result.returncode}):\n{tail}"
-            )
         archives = list(staging.glob("*.tar.gz"))
         if len(archives) != 1:
-            raise LocalClusterError(f"Maven copied no {_ARTIFACT} archive into {staging}")
+            raise LocalClusterError(f"no {APICURIO_ARTIFACT} archive was downloaded into {staging}")
         unpacked = staging / "app"
         with tarfile.open(archives[0]) as archive:
             archive.extractall(unpacked, filter="data")
@@ -113,6 +93,11 @@ def ensure_apicurio(*, quiet: bool = True) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     (home / COMPLETE_MARK).write_text(APICURIO_VERSION + "\n")
     return home
+
+
+def apicurio_bundle() -> str:
+    """The release's name in the jar lock."""
+    return f"apicurio-registry-{APICURIO_VERSION}"
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """Spark's Kafka connector (`spark-sql-kafka-0-10`), fetched once from Maven Central.
 
 `ferry audit` reads both clusters with it. pyspark ships Spark's jars but not this connector,
-so `ferry local provision` (run by `make setup`) copies it and the jars it needs beyond
-pyspark's own into a per-user cache; `ferry audit` then needs no network.
+so `ferry local provision` (run by `make setup`) downloads it and the jars it needs beyond
+pyspark's own, as the package's jar lock pins them, into a per-user cache; `ferry audit` then
+needs no network (it provisions them itself when they are missing).
 
 The connector must match pyspark's Scala version exactly (read from pyspark's
 `scala-library` jar) and its Spark major version. Maven Central's newest connector is 4.2.0
@@ -17,14 +18,21 @@ import re
 from pathlib import Path
 
 from ferry.errors import LocalClusterError
-from ferry.local.maven import copy_dependencies, is_complete
+from ferry.local.maven import download_bundle, is_complete
 
-__all__ = ["SPARK_KAFKA_VERSION", "ensure_spark_kafka", "scala_binary_version", "spark_kafka_jars"]
+__all__ = [
+    "ARTIFACTS",
+    "SPARK_KAFKA_VERSION",
+    "ensure_spark_kafka",
+    "scala_binary_version",
+    "spark_kafka_bundle",
+    "spark_kafka_jars",
+]
 
 SPARK_KAFKA_VERSION = "4.2.0"
 # Only these: the rest of the connector's dependencies (Scala, Hadoop, compression codecs) are
 # in pyspark's jars already, and a second, older copy on the classpath would shadow them.
-_ARTIFACTS = (
+ARTIFACTS = (
     "spark-sql-kafka-0-10_{scala}",
     "spark-token-provider-kafka-0-10_{scala}",
     "kafka-clients",
@@ -46,7 +54,12 @@ def scala_binary_version() -> str:
 
 def _home() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "ferry" / f"spark-sql-kafka-{SPARK_KAFKA_VERSION}_{scala_binary_version()}"
+    return cache / "ferry" / spark_kafka_bundle(scala_binary_version())
+
+
+def spark_kafka_bundle(scala: str) -> str:
+    """The connector's name in the jar lock (and its cache folder's)."""
+    return f"spark-sql-kafka-{SPARK_KAFKA_VERSION}_{scala}"
 
 
 def spark_kafka_jars() -> list[Path]:
@@ -69,15 +82,9 @@ def ensure_spark_kafka(*, quiet: bool = True) -> Path:
             "ferry.local.spark_kafka to a connector of pyspark's version"
         )
     scala = scala_binary_version()
-    return copy_dependencies(
+    return download_bundle(
         home,
-        "spark-kafka.pom.xml",
+        spark_kafka_bundle(scala),
         f"Spark's Kafka connector {SPARK_KAFKA_VERSION} (Scala {scala})",
-        SPARK_KAFKA_VERSION,
-        [
-            f"-Dspark.kafka.version={SPARK_KAFKA_VERSION}",
-            f"-Dscala.binary.version={scala}",
-            "-DincludeArtifactIds=" + ",".join(a.format(scala=scala) for a in _ARTIFACTS),
-        ],
         quiet=quiet,
     )
