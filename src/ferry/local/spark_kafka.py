@@ -41,15 +41,24 @@ ARTIFACTS = (
 
 
 def scala_binary_version() -> str:
-    """pyspark's Scala binary version (`2.13`), from the scala-library jar it ships."""
+    """pyspark's Scala binary version (`2.13`), from the scala-library jar it ships: beside the
+    pyspark package when pip installed it, or in `$SPARK_HOME/jars` when `spark-submit` runs
+    ferry (pyspark is then imported from Spark's `pyspark.zip`, which holds no jars)."""
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    for name in sorted(os.listdir(jars)) if jars.is_dir() else ():
-        match = re.fullmatch(r"scala-library-(\d+)\.(\d+)\.\d+\.jar", name)
-        if match:
-            return f"{match[1]}.{match[2]}"
-    raise LocalClusterError(f"no scala-library jar in {jars}: is pyspark installed completely?")
+    folders = [Path(pyspark.__file__).parent / "jars"]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(Path(os.environ["SPARK_HOME"]) / "jars")
+    for jars in folders:
+        for name in sorted(os.listdir(jars)) if jars.is_dir() else ():
+            match = re.fullmatch(r"scala-library-(\d+)\.(\d+)\.\d+\.jar", name)
+            if match:
+                return f"{match[1]}.{match[2]}"
+    raise LocalClusterError(
+        "no scala-library jar in "
+        + " or ".join(str(f) for f in folders)
+        + ": is pyspark (or Spark at $SPARK_HOME) installed completely?"
+    )
 
 
 def _home() -> Path:
