@@ -217,9 +217,12 @@ def check_app(
     config = check_config(where, spec, str(params["config"]), configmaps, report)
 
     served = {k: v for k, v in params.items() if k.endswith("_port") and isinstance(v, int)}
-    # ferry run serves its metrics on 127.0.0.1 only, its API on --api-host.
+    # ferry run serves its API on --api-host and its metrics on --metrics-host (both loopback
+    # unless told otherwise).
     api_open = "api_port" in served and params.get("api_host") not in LOOPBACK
+    metrics_open = "metrics_port" in served and params.get("metrics_host") not in LOOPBACK
     open_ports = {served["api_port"]} if api_open else set()
+    open_ports |= {served["metrics_port"]} if metrics_open else set()
     loopback = set(served.values()) - open_ports
     has_token = "FERRY_API_TOKEN" in env_names(spec, "driver") or (config and config.api.token_file)
     if api_open and not has_token:
@@ -320,7 +323,8 @@ AUDIT = "ferry-audit.scheduledsparkapplication.yaml"
         (AUDIT, "[audit,", "[audits,", "`ferry audits` is no ferry command"),
         ("Containerfile", "ferry local provision", "ferry local provison", "provison"),
         (RUN, "sync.group.offsets.enabled", "sync.group.offset.enabled", "offset.enabled"),
-        (RUN, '"9465"  #', '"9466"  #', "declares port 9465"),
+        (RUN, '- "9465"\n    - --metrics-host', '- "9466"\n    - --metrics-host', "port 9465"),
+        (RUN, "- 0.0.0.0  # all of the pod's addresses, for", "- 127.0.0.1  #", "port 9465"),
         (RUN, "ferry.state.dir: /var/lib", "ferry.state.dir: /srv", "/srv/ferry"),
         (
             RUN,

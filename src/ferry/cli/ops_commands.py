@@ -116,8 +116,15 @@ def monitor(
     config: ConfigOption,
     metrics_port: Annotated[
         int,
-        typer.Option(help="Serve /metrics and /healthz on 127.0.0.1:PORT; 0 = any free port"),
+        typer.Option(help="Serve /metrics and /healthz on PORT; 0 = any free port"),
     ] = 9464,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            help="Where /metrics and /healthz listen (0.0.0.0: every interface, as a container "
+            "needs for a scraper outside it)"
+        ),
+    ] = "127.0.0.1",
     webhook: Annotated[
         str | None,
         typer.Option(help="POST each alert and recovery as JSON to this http(s) URL"),
@@ -153,11 +160,14 @@ def monitor(
         return
 
     def ready(port: int) -> None:
-        print(f"metrics: http://127.0.0.1:{port}/metrics  health: http://127.0.0.1:{port}/healthz")
+        url = f"http://{metrics_host}:{port}"
+        print(f"metrics: {url}/metrics  health: {url}/healthz")
         sys.stdout.flush()
 
     try:
-        service.serve(cfg, port=metrics_port, webhook_url=webhook, on_ready=ready)
+        service.serve(
+            cfg, port=metrics_port, host=metrics_host, webhook_url=webhook, on_ready=ready
+        )
     except KeyboardInterrupt:  # a second Ctrl-C while a sample was waiting on a cluster
         err.print("interrupted")
         raise typer.Exit(130) from None

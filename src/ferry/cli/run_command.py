@@ -23,8 +23,15 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Serve Prometheus /metrics and /healthz on 127.0.0.1:PORT (0: any)"),
+        typer.Option(help="Serve Prometheus /metrics and /healthz on PORT (0: any)"),
     ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            help="Where /metrics and /healthz listen (0.0.0.0: every interface, as a container "
+            "needs for a scraper outside it)"
+        ),
+    ] = "127.0.0.1",
     api_port: Annotated[
         int | None,
         typer.Option(
@@ -54,7 +61,13 @@ def run(
     def api_serving(url: str) -> None:
         err.print(f"API on {url} (OpenAPI document: {url}/openapi.json); web console: {url}/")
 
-    options = RunOptions(once=once, metrics_port=metrics_port, api_port=api_port, api_host=api_host)
+    options = RunOptions(
+        once=once,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        api_port=api_port,
+        api_host=api_host,
+    )
     with ProgressView(err) as view:
         flows = run_flows(
             cfg, options, on_notice=err.print, on_progress=view.update, on_api=api_serving

@@ -69,6 +69,7 @@ class Runner:
         on_progress: Callable[[list[FlowProgress]], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
         keep_failed: bool = False,
     ) -> None:
         if not config.enabled_flows:
@@ -85,6 +86,7 @@ class Runner:
         self._next: FerryConfig | None = None  # reconfigure(): the flows to run next
         self._session: Any = None  # the Spark session, kept across reconfigurations
         self._metrics_port = metrics_port
+        self._metrics_host = metrics_host
         self._keep_failed = keep_failed and not once  # a --once run must end
         self.metrics_url: str | None = None  # set once the metrics endpoint is serving
         self._last_tick = time.monotonic()
@@ -331,11 +333,12 @@ class Runner:
         )
         registry.register(RpoMetrics(lambda: [(f.flow.name, f.state) for f in flows]))
         # Healthy while the watch loop turns: a wedged driver fails its liveness probe.
-        server = MetricsServer(registry, self._health, port=self._metrics_port).start()
+        host = self._metrics_host
+        server = MetricsServer(registry, self._health, port=self._metrics_port, host=host).start()
         stack.callback(server.stop)
-        self.metrics_url = f"http://127.0.0.1:{server.port}/metrics"
+        self.metrics_url = f"http://{host}:{server.port}/metrics"
         self._notice(
-            f"metrics on {self.metrics_url}, health on http://127.0.0.1:{server.port}/healthz"
+            f"metrics on {self.metrics_url}, health on http://{host}:{server.port}/healthz"
         )
 
     def _health(self) -> tuple[bool, str]:

@@ -296,6 +296,7 @@ def serve(
     config: FerryConfig,
     *,
     port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
     webhook_url: str | None = None,
     log: Log = stderr_log,
     on_ready: Callable[[int], None] = lambda _port: None,
@@ -306,11 +307,11 @@ def serve(
         service = MonitorService(config, log=log, webhook=webhook)
         audit = AuditLoop(config, AuditMetrics(service.metrics.registry), log, webhook)
         try:
-            server = MetricsServer(service.metrics.registry, service.health, port)
+            server = MetricsServer(service.metrics.registry, service.health, port, host)
         except OSError as exc:
             raise FerryError(
-                f"cannot serve metrics on 127.0.0.1:{port}: {exc.strerror or exc}; pick another "
-                "port with --metrics-port (0 = any free port)"
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; pick another "
+                "port with --metrics-port (0 = any free port) or another --metrics-host"
             ) from None
 
         def stop() -> None:

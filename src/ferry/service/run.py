@@ -41,7 +41,8 @@ class RunOptions:
     """How to run, besides the config: `ferry run`'s options."""
 
     once: bool = False  # copy everything available at start, then return
-    metrics_port: int | None = None  # Prometheus /metrics and /healthz on 127.0.0.1 (0: any)
+    metrics_port: int | None = None  # Prometheus /metrics and /healthz (0: any port)
+    metrics_host: str = "127.0.0.1"  # where they listen (0.0.0.0 in a container)
     # The control API and its web console (0: any port). With it a flow that fails for good
     # stays `failed`, for the API to show and restart, and the others copy on.
     api_port: int | None = None
@@ -105,6 +106,7 @@ class FerryRun:
                 on_progress=self._on_progress,
                 on_notice=notice,
                 metrics_port=options.metrics_port,
+                metrics_host=options.metrics_host,
                 keep_failed=options.api_port is not None,  # a failed flow stays, for the API
             )
             if self._stop_asked:
