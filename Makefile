@@ -106,11 +106,14 @@ lint: $(STAMP)
 demo: setup
 	$(BIN)/ferry demo
 
-# The documentation site (docs/, mkdocs.yml) into build/site: the configuration reference
-# written from the code first, then every link and anchor checked (--strict). No brokers.
+# The documentation site (docs/, mkdocs.yml) into build/site: the configuration reference and
+# the command reference written from the code first (the command reference fails the target
+# when the page it found was out of date: commit the new one), then every link and anchor
+# checked (--strict). No brokers.
 .PHONY: docs
 docs: $(STAMP)
 	$(BIN)/python docs/tools/config_reference.py
+	$(BIN)/python docs/tools/command_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # ferry against MirrorMaker 2 and the brokers' own limit (Kafka's perf tools) on two local
