@@ -23,7 +23,7 @@ FlowOption = Annotated[str, typer.Option("--flow", help="The flow, as SOURCE->TA
 UrlOption = Annotated[
     str | None,
     typer.Option(
-        "--url", help="The API's address [default: as `ferry run` recorded it in the state dir]"
+        "--url", help="The API's address (default: as `ferry run` recorded it in the state dir)"
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON")]

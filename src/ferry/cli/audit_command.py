@@ -20,7 +20,7 @@ def audit(
         str | None,
         typer.Option(
             help="Audit this flow only, e.g. A->B, or a chain of flows end to end, A->B->C "
-            "(A->C finds the chain) [default: every enabled flow]"
+            "(A->C finds the chain; default: every enabled flow)"
         ),
     ] = None,
     topics: Annotated[str, typer.Option(help="Source topics to audit (a regex)")] = ".*",

@@ -21,7 +21,7 @@ spark_app = typer.Typer(
 SparkDirOption = Annotated[
     Path | None,
     typer.Option(
-        "--dir", help="Where the cluster keeps logs and work [default: ./.ferry-local/spark]"
+        "--dir", help="Where the cluster keeps logs and work (default ./.ferry-local/spark)"
     ),
 ]
 

@@ -23,7 +23,7 @@ __all__ = [
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="ferry.yaml or MM2 .properties")]
 DirOption = Annotated[
     Path | None,
-    typer.Option("--dir", help="Where clusters keep data and logs [default: ./.ferry-local]"),
+    typer.Option("--dir", help="Where clusters keep data and logs (default ./.ferry-local)"),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 

@@ -308,7 +308,12 @@ def local_provision(
 
 
 def demo(
-    directory: DirOption = None,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir", help="Where the demo's clusters keep data and logs (default ./.ferry-demo)"
+        ),
+    ] = None,
     keep: Annotated[bool, typer.Option(help="Leave the clusters running afterwards")] = False,
     secure: Annotated[
         bool,

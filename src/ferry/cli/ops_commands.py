@@ -18,7 +18,8 @@ __all__ = ["doctor", "monitor", "status"]
 
 def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Per flow, read from the clusters: heartbeat latency, replicated position and lag per
-    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer."""
+    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer, or
+    a flow is behind while its target cannot take writes (below min.insync.replicas)."""
 
     from ferry.ops.status import flow_status
 
@@ -29,7 +30,7 @@ def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     else:
         _print_status(flows)
     if any(f.errors for f in flows):
-        raise typer.Exit(1)  # a cluster did not answer: its figures are missing
+        raise typer.Exit(1)  # a cluster did not answer (figures missing), or a target is stuck
 
 
 def _print_status(flows: list[Any]) -> None:

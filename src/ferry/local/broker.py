@@ -12,6 +12,7 @@ import base64
 import contextlib
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -314,9 +315,24 @@ def _server_properties(
     return props
 
 
+def java_executable() -> str:
+    """The `java` local clusters run on: $JAVA_HOME's, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    candidates = [os.path.join(home, "bin", "java")] if home else []
+    found = next((c for c in candidates if os.access(c, os.X_OK)), None) or shutil.which("java")
+    if found is None:
+        raise LocalClusterError(
+            "Java is not installed (no java on PATH"
+            + (f" nor in JAVA_HOME={home}" if home else "")
+            + "): Kafka's brokers and Spark need Java 17, e.g. apt-get install "
+            "openjdk-17-jre-headless"
+        )
+    return found
+
+
 def _java_command(directory: Path, main: str, *args: str, heap: str) -> list[str]:
     return [
-        "java",
+        java_executable(),
         f"-Xmx{heap}",
         "-Xms128m",
         "-XX:+UseG1GC",

@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 
 from ferry.errors import LocalClusterError
-from ferry.local.broker import free_port
+from ferry.local.broker import free_port, java_executable
 from ferry.local.maven import COMPLETE_MARK, download_files, is_complete
 
 __all__ = [
@@ -236,7 +236,7 @@ def _launch(registry: RegistryProcess, home: Path, heap: str) -> subprocess.Pope
     }
     with registry.log_file.open("ab") as out:
         process = subprocess.Popen(
-            ["java", f"-Xmx{heap}", "-jar", str(home / "app" / _RUNNER)],
+            [java_executable(), f"-Xmx{heap}", "-jar", str(home / "app" / _RUNNER)],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
