@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +40,7 @@ __all__ = ["chain_flows", "plan_chain"]
 LOOK_AHEAD = 1000
 
 
-def chain_flows(flows: list[FlowConfig], name: str) -> list[FlowConfig]:
+def chain_flows(flows: Iterable[FlowConfig], name: str) -> list[FlowConfig]:
     """The flows `name` passes through, in order: "A->B->C" the enabled flows A->B and B->C;
     "A->B" that flow if enabled, else the one chain of enabled flows leading there, else the
     flow anyway (what it copied when it ran). Pure; raises ConfigError naming what is

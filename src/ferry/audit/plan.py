@@ -6,7 +6,7 @@ for lost."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ferry.audit.model import FlowPlan, TopicPlan
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
@@ -16,6 +16,9 @@ from ferry.kafka.errors import kafka_errors
 from ferry.kafka.partition_offsets import log_bounds
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["offsets_of", "plan_flow"]
 
@@ -70,7 +73,7 @@ def plan_flow(
 
 
 def offsets_of(
-    admin: Any, cluster: ClusterConfig, partitions: list[tuple[str, int]], timeout: float
+    admin: AdminClient, cluster: ClusterConfig, partitions: list[tuple[str, int]], timeout: float
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(earliest, last stable offset) of each partition."""
     if not partitions:

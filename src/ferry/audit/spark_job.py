@@ -9,7 +9,7 @@ most `range_limit` ranges of each kind.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ferry.audit.diff import merge_ranges
 from ferry.audit.kafka_options import kafka_options
@@ -17,10 +17,13 @@ from ferry.audit.model import FlowPlan, Offsets, TopicResult
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.kafka.provenance import ORIGIN_HEADER
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
 __all__ = ["audit_flow", "audit_flows", "audit_session"]
 
 
-def _read(spark: Any, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> Any:
+def _read(spark: SparkSession, cluster: ClusterConfig, offsets: dict[str, Offsets]) -> DataFrame:
     """topic, partition, offset, ts (ms), append_ts (ts when the broker stamped it with
     LogAppendTime, else null) and the origin header of the records in `offsets`
     ({topic: {partition: (first, end)}}), all topics in one read."""
@@ -65,7 +68,7 @@ _STATES = ("copied", "missing", "in_flight")
 
 
 def audit_flow(
-    spark: Any,
+    spark: SparkSession,
     plan: FlowPlan,
     *,
     bucket_ms: int,
@@ -107,7 +110,7 @@ def audit_flow(
     )
     try:
 
-        def in_window(frame: Any) -> Any:
+        def in_window(frame: DataFrame) -> DataFrame:
             if since_ms is not None:
                 frame = frame.where(F.col("ts") >= since_ms)
             if until_ms is not None:
@@ -258,7 +261,7 @@ def _part(column: str, index: int) -> str:
     return f"try_element_at(split({column}, '[|]', 5), {index})"
 
 
-def _stream(column: str) -> Any:
+def _stream(column: str) -> Column:
     """The origin stream of a `ferry.origin` value: all but the offset (diff.split_key)."""
     from pyspark.sql import functions as F
 
@@ -266,14 +269,14 @@ def _stream(column: str) -> Any:
     return F.expr(f"concat_ws('|', {parts})")
 
 
-def _origin_offset(column: str) -> Any:
+def _origin_offset(column: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.expr(f"try_cast({_part(column, 4)} AS BIGINT)")
 
 
 def _ranges(
-    frame: Any, chosen: Any, weight: Any, limit: int
+    frame: DataFrame, chosen: Column, weight: Column, limit: int
 ) -> dict[str, tuple[list[dict[str, int]], bool]]:
     """Per topic, runs of chosen rows per partition (as diff.to_ranges with `held` = all of
     `frame`'s offsets: a run breaks only at a row that is not chosen), the first `limit`
@@ -320,7 +323,7 @@ def _ranges(
     }
 
 
-def audit_session(config: FerryConfig) -> Any:
+def audit_session(config: FerryConfig) -> SparkSession:
     """A Spark session of the config's `spark.*` settings with the Kafka connector added."""
     from ferry.engine.spark.session import spark_session
     from ferry.local.spark_kafka import spark_kafka_jars

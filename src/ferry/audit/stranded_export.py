@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ferry.audit.kafka_options import kafka_options
 from ferry.audit.spark_job import audit_session
 from ferry.config.model import FerryConfig
 from ferry.kafka.provenance import ORIGIN_HEADER
 from ferry.ops.reconcile import ReconcilePlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["export_directory", "export_stranded", "write_stranded"]
 
@@ -27,7 +30,7 @@ def export_directory(plan: ReconcilePlan, directory: Path) -> Path:
     return directory / f"{plan.flow.source}-to-{plan.flow.target}"
 
 
-def write_stranded(spark: Any, plan: ReconcilePlan, directory: Path) -> int:
+def write_stranded(spark: SparkSession, plan: ReconcilePlan, directory: Path) -> int:
     """Write the plan's stranded records under `export_directory`; returns the rows written."""
     from pyspark.sql import functions as F
 

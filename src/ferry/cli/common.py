@@ -4,11 +4,15 @@ replication graph's check."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ferry.terminal.console import err, styled
+
+if TYPE_CHECKING:
+    from ferry.config.model import FerryConfig
+    from ferry.graph.check import TopologyReport
 
 __all__ = [
     "ConfigOption",
@@ -28,7 +32,7 @@ DirOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 
 
-def load(path: Path) -> Any:
+def load(path: Path) -> FerryConfig:
     """The config at `path`; librdkafka's lines about its clusters then name them by alias."""
     from ferry.config import load_config
     from ferry.kafka.log import name_clusters
@@ -38,7 +42,7 @@ def load(path: Path) -> Any:
     return cfg
 
 
-def check_topology(cfg: Any, config: Path, command: str) -> Any:
+def check_topology(cfg: FerryConfig, config: Path, command: str) -> TopologyReport:
     """Print the graph's warnings and errors; exit 1 if it has errors (see ferry.graph.check)."""
     from ferry.cli.topology_view import print_findings
     from ferry.graph.check import check_config
@@ -55,7 +59,7 @@ def check_topology(cfg: Any, config: Path, command: str) -> Any:
     return report
 
 
-def print_notes(cfg: Any) -> None:
+def print_notes(cfg: FerryConfig) -> None:
     for note in cfg.notes:
         err.print(styled(("note", "yellow"), f": {cfg.path}: {note}"))
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ferry.cli.common import ConfigOption, check_topology, load, print_notes, quoted
 from ferry.secrets import HIDDEN
 from ferry.terminal.console import err, out, styled
+
+if TYPE_CHECKING:
+    from ferry.config.model import FerryConfig
 
 __all__ = ["topology", "validate"]
 
@@ -48,7 +51,7 @@ def validate(config: ConfigOption) -> None:
     _print_control_state(cfg)
 
 
-def _print_control_state(cfg: Any) -> None:
+def _print_control_state(cfg: FerryConfig) -> None:
     """What the API changed (topics, pause), as the control topics keep it for the next start."""
     from ferry.control.controller import describe
     from ferry.control.log import recorded_controls

@@ -4,13 +4,20 @@ shown or committed; `ferry translate --offsets`: offsets an application stores i
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ferry.cli.common import ConfigOption, JsonOption, load
 from ferry.errors import FerryError
 from ferry.terminal.console import err, out
+
+if TYPE_CHECKING:
+    from ferry.config.model import FerryConfig
+    from ferry.flows.control import FlowControl
+    from ferry.offsets.failover import FailoverPlan
+    from ferry.offsets.flow_failover import FlowFailover
+    from ferry.offsets.recovery_point import RecoveryPoint
 
 __all__ = ["failover", "translate"]
 
@@ -67,7 +74,9 @@ def translate(
     _print_plan(plan, as_json)
 
 
-def _translate_stored(cfg: Any, source: str, from_alias: str, to_alias: str, as_json: bool) -> None:
+def _translate_stored(
+    cfg: FerryConfig, source: str, from_alias: str, to_alias: str, as_json: bool
+) -> None:
     """One answer per input line, in order; exit 1 when any line could not be translated."""
     import sys
     from pathlib import Path
@@ -103,6 +112,7 @@ def _translate_stored(cfg: Any, source: str, from_alias: str, to_alias: str, as_
 
 
 def _print_stored(answers: list[Any], from_alias: str, to_alias: str) -> None:
+    # Any: Translated | Untranslatable, told apart by hasattr (which mypy cannot narrow on).
     from rich.table import Table
     from rich.text import Text
 
@@ -124,8 +134,8 @@ def _print_stored(answers: list[Any], from_alias: str, to_alias: str) -> None:
 
 
 def _recorded_control(
-    cfg: Any, from_alias: str, to_alias: str, *, unreachable_target_fails: bool = False
-) -> Any:
+    cfg: FerryConfig, from_alias: str, to_alias: str, *, unreachable_target_fails: bool = False
+) -> FlowControl | None:
     """What the API changed about the flow (topics added or removed), if it is recorded.
 
     `unreachable_target_fails`: a `to` cluster that does not answer ends the command here
@@ -247,7 +257,7 @@ def failover(
 
 
 def _failover_group(
-    cfg: Any,
+    cfg: FerryConfig,
     group: str,
     from_alias: str,
     to_alias: str,
@@ -274,7 +284,12 @@ def _failover_group(
 
 
 def _failover_flow(
-    cfg: Any, flow: str, groups: str | None, dry_run: bool, as_json: bool, from_checkpoints: bool
+    cfg: FerryConfig,
+    flow: str,
+    groups: str | None,
+    dry_run: bool,
+    as_json: bool,
+    from_checkpoints: bool,
 ) -> None:
     """Every group of the flow; exit 0, EXIT_SKIPPED or 1 (see FlowFailover.exit_code)."""
     from ferry.offsets.flow_failover import (
@@ -300,7 +315,7 @@ def _failover_flow(
         raise typer.Exit(report.exit_code)
 
 
-def _print_flow_report(report: Any) -> None:
+def _print_flow_report(report: FlowFailover) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -339,7 +354,7 @@ def _print_flow_report(report: Any) -> None:
 _STATUSES = ("moved", "to_move", "unchanged", "skipped", "failed")
 
 
-def _print_recovery(point: Any) -> None:
+def _print_recovery(point: RecoveryPoint) -> None:
     from rich.text import Text
 
     out.print(Text(f"recovery point: {point.statement()}"))
@@ -353,11 +368,15 @@ def _print_recovery(point: Any) -> None:
             line = f"  {t.topic}: copied until {t.age_seconds:.1f} s ago"
         out.print(Text(line))
     if point.newest_heartbeat_ms is not None:
-        age = (point.at_ms - point.newest_heartbeat_ms) / 1000
-        out.print(Text(f"  newest heartbeat of {point.source} on {point.target}: {age:.1f} s ago"))
+        heartbeat_age = (point.at_ms - point.newest_heartbeat_ms) / 1000
+        out.print(
+            Text(
+                f"  newest heartbeat of {point.source} on {point.target}: {heartbeat_age:.1f} s ago"
+            )
+        )
 
 
-def _print_plan(plan: Any, as_json: bool) -> None:
+def _print_plan(plan: FailoverPlan, as_json: bool) -> None:
     if as_json:
         print(json.dumps(plan.as_json()))
         return

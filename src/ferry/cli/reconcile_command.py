@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ferry.cli.common import ConfigOption, JsonOption, load
 from ferry.errors import ConfigError, FerryError
 from ferry.terminal.console import out
+
+if TYPE_CHECKING:
+    from ferry.config.model import FerryConfig, FlowConfig
+    from ferry.ops.reconcile import ReconcilePlan
 
 __all__ = ["reconcile"]
 
@@ -120,7 +124,7 @@ def reconcile(
         raise typer.Exit(3)
 
 
-def _refuse_while_copying(cfg: Any, flow: Any) -> None:
+def _refuse_while_copying(cfg: FerryConfig, flow: FlowConfig) -> None:
     """--replay and --divert write the flow's position on the target: a `ferry run` copying
     the flow meanwhile would copy the stranded tail again, unmarked. Its control state says
     whether one may."""
@@ -143,7 +147,7 @@ _POSITION = (
 )
 
 
-def _print_plan(plan: Any) -> None:
+def _print_plan(plan: ReconcilePlan) -> None:
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -208,7 +212,7 @@ def _print_plan(plan: Any) -> None:
         out.print(Text(line + ")"))
 
 
-def _print_applied(plan: Any, applied: dict[str, Any]) -> None:
+def _print_applied(plan: ReconcilePlan, applied: dict[str, Any]) -> None:
     from rich.text import Text
 
     target, name = plan.flow.target, plan.flow.name

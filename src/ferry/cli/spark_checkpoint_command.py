@@ -5,15 +5,20 @@ Kafka, moved to another cluster by rewriting its checkpoint (see ferry.offsets.s
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ferry.terminal.console import err, out
+
+if TYPE_CHECKING:
+    from ferry.config.model import FerryConfig
+    from ferry.flows.control import FlowControl
+    from ferry.offsets.spark_checkpoint import CheckpointRewrite
 
 __all__ = ["spark_checkpoint_failover"]
 
 
 def spark_checkpoint_failover(
-    cfg: Any,
+    cfg: FerryConfig,
     checkpoint: str,
     from_alias: str,
     to_alias: str,
@@ -44,7 +49,7 @@ def spark_checkpoint_failover(
     _print(rewrite, storage.where(rewrite.backup), dry_run)
 
 
-def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
+def _recorded_control(cfg: FerryConfig, from_alias: str, to_alias: str) -> FlowControl | None:
     """Topics added or removed over the API for the flow, when its target says; else None."""
     from ferry.control.log import recorded_control
     from ferry.errors import FerryError, KafkaUnavailableError
@@ -66,7 +71,7 @@ def _recorded_control(cfg: Any, from_alias: str, to_alias: str) -> Any:
     return None
 
 
-def _print(rewrite: Any, backup: str, dry_run: bool) -> None:
+def _print(rewrite: CheckpointRewrite, backup: str, dry_run: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 

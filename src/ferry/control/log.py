@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
@@ -35,6 +35,9 @@ from ferry.flows.control import FlowControl
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_reader import TopicTail
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 __all__ = [
     "SWITCHOVER_KEY",
@@ -56,7 +59,7 @@ class ControlLog:
         self.cluster = cluster
         self.topic = topic
         self._timeout = timeout
-        self._producer: Any = None
+        self._producer: Producer | None = None
         self._tail: TopicTail | None = None  # follow(): where the last look stopped
         # This process's records, per flow, in the order written, until follow() reads each
         # back: a record of its own read late must never undo a newer change it made since.

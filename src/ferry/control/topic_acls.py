@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__: not re-exported
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -35,6 +35,7 @@ __all__ = ["PROBE_ACL", "NoAuthorizer", "TopicAcls", "ferry_principal"]
 # learn whether a cluster has an authorizer.
 PROBE_ACL = ("ferry-switchover-probe", "User:ferry-switchover-probe")
 
+# None matches any name, principal and host (the stubs say str; librdkafka takes NULL).
 _EVERY_TOPIC_ACL = AclBindingFilter(
     ResourceType.TOPIC,
     None,  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -32,6 +32,13 @@ from ferry.local import clusters as local
 from ferry.local.security import SecurityMode
 from ferry.secrets import is_secret_key
 from ferry.terminal.console import rule, styled
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ferry.engine.flow_query import FlowProgress
+    from ferry.engine.runner import Runner
+    from ferry.terminal.progress_view import ProgressView
 
 __all__ = ["run_demo"]
 
@@ -223,7 +230,7 @@ class _Cluster:
 
 def _create_topics(cluster: dict[str, str]) -> None:
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no __all__: not re-exported
 
     admin = clients.admin_client(cluster)
     new = [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in TOPICS.items()]
@@ -271,13 +278,15 @@ class _Watch:
     updates the view, prints a status line now and then (logs see no live view), and asks the
     runner to stop once the traffic is over and B holds all of A."""
 
-    def __init__(self, console: Console, view: Any, traffic: _Traffic, a: _Cluster, b: _Cluster):
+    def __init__(
+        self, console: Console, view: ProgressView, traffic: _Traffic, a: _Cluster, b: _Cluster
+    ):
         self.console = console
         self.view = view
         self.traffic = traffic
         self.a = a
         self.b = b
-        self.runner: Any = None
+        self.runner: Runner | None = None
         self.began = 0.0
         self.next_status = 0.0
         self.next_check = 0.0
@@ -288,7 +297,7 @@ class _Watch:
     def _status(self, now: float, text: str) -> None:
         self.console.print(f"  {now - self.began:4.0f} s  {text}", highlight=False)
 
-    def __call__(self, flows: list[Any]) -> None:
+    def __call__(self, flows: list[FlowProgress]) -> None:
         self.view.update(flows)
         now = time.monotonic()
         if not self.began:
@@ -330,7 +339,7 @@ def _holds(a: _Cluster, b: _Cluster, topic: str, partitions: int) -> bool:
     return all(c >= s for c, s in zip(copies, a.counts(topic, partitions), strict=True))
 
 
-def _start_spark(state_dir: Path) -> Any:
+def _start_spark(state_dir: Path) -> SparkSession:
     from ferry.config.model import FerryConfig
     from ferry.engine.spark.session import spark_session
 
@@ -373,7 +382,7 @@ def run_demo(
         local.down(directory)  # a half-stopped earlier demo: start both clusters afresh
         shutil.rmtree(directory / "state", ignore_errors=True)  # its progress means nothing now
     started = time.monotonic()
-    spark: Any = None
+    spark: SparkSession | None = None
     clients: list[_Cluster] = []
     traffic: _Traffic | None = None
     succeeded = False
@@ -427,7 +436,7 @@ def _tour(
     console: Console,
     directory: Path,
     brokers: dict[str, Any],
-    spark: Any,
+    spark: SparkSession,
     traffic: _Traffic,
     a: _Cluster,
     b: _Cluster,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FlowConfig
 from ferry.engine.flow_spec import FlowSpec
@@ -21,6 +21,9 @@ from ferry.engine.flow_supervisor import FlowSupervisor
 from ferry.engine.head_start import HeadStart
 from ferry.engine.spark.cluster import environment_error
 from ferry.errors import FerryError, error_from_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["FlowProgress", "FlowQuery", "lost_notices", "query_error"]
 
@@ -76,7 +79,7 @@ class FlowQuery:
     def __post_init__(self) -> None:
         self.progress = FlowProgress(self.flow.name)
 
-    def start(self, spark: Any, *, once: bool) -> None:
+    def start(self, spark: SparkSession, *, once: bool) -> None:
         spec_json = self.spec.model_dump_json()
         reader = spark.readStream.format("ferry-mirror").option("spec", spec_json).load()
         writer = (
@@ -100,7 +103,7 @@ class FlowQuery:
         self.query = writer.start()
         self.supervisor.started()
 
-    def check(self, spark: Any, *, once: bool, stopping: bool) -> None:
+    def check(self, spark: SparkSession, *, once: bool, stopping: bool) -> None:
         """Look at the query once: start it again when due, mark it done, or hand its failure
         to the supervisor (which may raise: the run stops)."""
         if self.progress.done:

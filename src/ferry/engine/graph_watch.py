@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
@@ -25,6 +26,9 @@ from ferry.config.model import FerryConfig
 from ferry.engine.flow_state import FlowState
 from ferry.graph.guard import refusals
 from ferry.kafka import clients
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["GraphWatch"]
 
@@ -45,7 +49,7 @@ class GraphWatch:
         self._notice = notice
         self._topics = topics or self._list_topics
         self._said: set[str] = set()
-        self._admins: dict[str, object] = {}
+        self._admins: dict[str, AdminClient] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ferry-graph-watch", daemon=True)
 
@@ -91,7 +95,7 @@ class GraphWatch:
         admin = self._admins.get(alias) or clients.admin_client(cluster.admin_config())
         self._admins[alias] = admin
         try:
-            metadata = admin.list_topics(timeout=5)  # type: ignore[attr-defined]
+            metadata = admin.list_topics(timeout=5)
         except KafkaException:  # None: "not known now"; the next check asks again
             return None
         return {name for name, md in metadata.topics.items() if md.error is None}

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_query import FlowProgress, FlowQuery
@@ -41,6 +41,13 @@ from ferry.http.metrics_server import MetricsServer
 from ferry.kafka.reachability import Reachability
 from ferry.signals import stop_on_signals
 from ferry.tasks.control_plane import ControlPlane
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    from ferry.engine.spark.class_archive import ClassArchive
 
 __all__ = ["FlowProgress", "Runner"]
 
@@ -65,7 +72,7 @@ class Runner:
         config: FerryConfig,
         *,
         once: bool = False,
-        spark: Any = None,
+        spark: SparkSession | None = None,
         on_progress: Callable[[list[FlowProgress]], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
@@ -84,7 +91,7 @@ class Runner:
         self._notice = on_notice or (lambda _m: None)
         self._stopping = False
         self._next: FerryConfig | None = None  # reconfigure(): the flows to run next
-        self._session: Any = None  # the Spark session, kept across reconfigurations
+        self._session: SparkSession | None = None  # the Spark session, kept across reconfigurations
         self._metrics_port = metrics_port
         self._metrics_host = metrics_host
         self._keep_failed = keep_failed and not once  # a --once run must end
@@ -276,7 +283,7 @@ class Runner:
         if heads and self._flows:
             self._update_progress(self._flows)  # what a head start copied after the last look
 
-    def _start_spark(self, stack: ExitStack) -> Any:
+    def _start_spark(self, stack: ExitStack) -> SparkSession:
         """The session given, or one started (and its JVM's class archive written at exit)."""
         if self._spark is not None:
             spark = self._spark
@@ -291,7 +298,7 @@ class Runner:
         return spark
 
     @staticmethod
-    def _finish_class_archive(archive: Any, spark: Any) -> None:
+    def _finish_class_archive(archive: ClassArchive, spark: SparkSession) -> None:
         """After every query stopped, the JVM ends and writes the archive: the next run's JVM
         starts faster."""
         if archive.pending is not None:
@@ -303,7 +310,7 @@ class Runner:
         return spark_master(self.config).startswith("local")
 
     def _serve_lease_signals(
-        self, spark: Any, root: Any, leased: list[FlowConfig], stack: ExitStack
+        self, spark: SparkSession, root: Path, leased: list[FlowConfig], stack: ExitStack
     ) -> LeaseSignalServer:
         """On a cluster, the leased flows' state served to their tasks (engine/lease_signals.py),
         at the driver's address as Spark's executors reach it."""
@@ -349,7 +356,7 @@ class Runner:
 
     # --- watching ---------------------------------------------------------------------------
 
-    def _watch(self, spark: Any, flows: list[FlowQuery]) -> None:
+    def _watch(self, spark: SparkSession, flows: list[FlowQuery]) -> None:
         while True:
             self._last_tick = time.monotonic()
             for f in flows:

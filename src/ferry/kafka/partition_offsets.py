@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig
 from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, submit
@@ -34,6 +34,7 @@ def offset_futures(
 ) -> dict[TopicPartition, Any]:
     """ListOffsets of `partitions` (their first retained offset, or their end), sent in
     batches all at once: each partition's future, by TopicPartition."""
+    # ignore: OffsetSpec.latest/earliest are unannotated in confluent-kafka 2.16.
     spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     request = [TopicPartition(t, p) for t, p in partitions]

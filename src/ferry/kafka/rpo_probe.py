@@ -26,7 +26,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig
 from ferry.flows.rpo import FirstRecord, NoRecordBefore, Probe, lagging, partition_rpos
@@ -106,6 +106,7 @@ def last_stable_offsets(
 ) -> dict[TP, int]:
     """Each partition's end as read_committed consumers see it; partitions that did not
     answer within `timeout` are left out."""
+    # ignore: OffsetSpec.latest/earliest are unannotated in confluent-kafka 2.16.
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     request = [TopicPartition(t, p) for t, p in partitions]
     if not request:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from ferry.config.model import ClusterConfig
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 __all__ = ["TopicTail"]
 
@@ -30,9 +33,11 @@ class TopicTail:
         self.partition = partition
         self._timeout = timeout
         self._next = OFFSET_BEGINNING
-        self._consumer: Any = None
+        self._consumer: Consumer | None = None
 
     def _client(self) -> Any:
+        # Any, not Consumer: the stubs make a consumed Message's offset() int | None, which
+        # _read compares as the int it always is there.
         if self._consumer is None:
             settings = {
                 **self.cluster.consumer_config(),

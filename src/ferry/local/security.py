@@ -110,7 +110,7 @@ def prepare(mode: SecurityMode, alias: str, directory: Path) -> ClusterSecurity:
 def grant_ferry_acls(bootstrap: str, admin: dict[str, str], timeout: float = 30.0) -> None:
     """Give `User:ferry` what a source and a target need (`ferry.ops.permissions`), nothing
     more; create_acls is idempotent, so a cluster kept running is granted again harmlessly."""
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__: not re-exported
         AclBinding,
         AclOperation,
         AclPermissionType,

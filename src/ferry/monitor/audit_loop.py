@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.audit.model import TopicResult
 from ferry.audit.spark_job import audit_flow, audit_session
@@ -25,15 +25,18 @@ from ferry.monitor.audit_metrics import AuditMetrics
 from ferry.monitor.audit_rounds import AuditAlerts, closed_until
 from ferry.monitor.webhook import Webhook
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 __all__ = ["Audit", "AuditLoop", "audit_round"]
 
 # A round's job: (session, config, flow, bucket width ms, until ms) -> per-topic results.
-Audit = Callable[[Any, FerryConfig, FlowConfig, int, int], list[TopicResult]]
+Audit = Callable[["SparkSession", FerryConfig, FlowConfig, int, int], list[TopicResult]]
 RANGES_IN_EVENT = 10  # missing ranges quoted in a log line or webhook event
 
 
 def audit_round(
-    spark: Any, config: FerryConfig, flow: FlowConfig, bucket_ms: int, until_ms: int
+    spark: SparkSession, config: FerryConfig, flow: FlowConfig, bucket_ms: int, until_ms: int
 ) -> list[TopicResult]:
     """One `ferry audit --flow F --until U --bucket B` on `spark`."""
     from ferry.audit.chain import plan_chain
@@ -50,7 +53,7 @@ class AuditLoop:
         log: Callable[[str], None],
         webhook: Webhook | None = None,
         *,
-        session: Callable[[FerryConfig], Any] = audit_session,
+        session: Callable[[FerryConfig], SparkSession] = audit_session,
         audit: Audit = audit_round,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -62,7 +65,7 @@ class AuditLoop:
         self._session = session
         self._audit = audit
         self._clock = clock
-        self._spark: Any = None
+        self._spark: SparkSession | None = None
         self._alerts = AuditAlerts()
         self._topics: dict[str, set[str]] = {}
         self._failing: dict[str, str] = {}

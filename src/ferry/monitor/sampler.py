@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaException
 
@@ -35,6 +35,9 @@ from ferry.kafka.partition_offsets import read_offsets
 from ferry.monitor.sync_delay import DelayKind
 from ferry.ops.status import read_flow_rpos
 from ferry.policy import policy_for
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["FlowSample", "KafkaSampler", "OffsetPair", "Sampler"]
 
@@ -76,9 +79,9 @@ class KafkaSampler:
     def __init__(self, config: FerryConfig, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self._config = config
         self._timeout = timeout
-        self._admins: dict[str, Any] = {}
+        self._admins: dict[str, AdminClient] = {}
 
-    def _admin(self, alias: str) -> Any:
+    def _admin(self, alias: str) -> AdminClient:
         if alias not in self._admins:
             self._admins[alias] = clients.admin_client(self._config.clusters[alias].admin_config())
         return self._admins[alias]

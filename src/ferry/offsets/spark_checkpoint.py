@@ -509,6 +509,7 @@ def plan_rewrite(
         every = [pos for offsets in planned_kafka.values() for pos in _each(offsets)]
         if all(isinstance(exact.get(pos), Answer) for pos in every):
             action = "translated"
+            # ignore: each is an Answer (checked just above); mypy cannot narrow through all().
             answers.update({pos: exact[pos] for pos in every})  # type: ignore[misc]
         elif files.sink is None:
             beyond = [pos for pos in every if not isinstance(exact.get(pos), Answer)]

@@ -23,15 +23,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig
 from ferry.errors import FerryError, KafkaUnavailableError
 from ferry.kafka import clients
 from ferry.kafka.admin_batches import MAX_CONFIG_RESOURCES_PER_REQUEST, submit
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "DIAGNOSIS_SECONDS",
@@ -220,9 +223,8 @@ def _silent_brokers(
     return sorted(b for b, ok in results.items() if not ok)
 
 
-def _min_insync(admin: Any, topics: list[str], deadline: float) -> dict[str, int]:
+def _min_insync(admin: AdminClient, topics: list[str], deadline: float) -> dict[str, int]:
     """Each topic's min.insync.replicas, as far as the brokers answer before `deadline`."""
-    # Any: confluent-kafka's AdminClient, whose describe_configs is untyped.
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
     remaining = max(0.1, deadline - time.monotonic())
     futures = submit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.graph.selection import TopicSelector

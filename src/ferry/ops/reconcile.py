@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -39,6 +39,9 @@ from ferry.offsets.stranded import (
     stranded_partition,
 )
 from ferry.policy import policy_for
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 __all__ = [
     "ReconcilePlan",
@@ -249,7 +252,7 @@ def _log_bounds(
     return read_log_bounds(cluster, admin, partitions, timeout=timeout)
 
 
-def _done(consumer: Any, pending: dict[TP, int], tp: TP) -> None:
+def _done(consumer: Consumer, pending: dict[TP, int], tp: TP) -> None:
     pending.pop(tp, None)
     consumer.incremental_unassign([TopicPartition(*tp)])
 

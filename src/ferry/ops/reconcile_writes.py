@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig
 from ferry.engine.copy.client_settings import producer_settings
@@ -34,6 +34,10 @@ from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.groups import GroupAdmin
 from ferry.ops.reconcile import ReconcilePlan, log_bounds, read_ranges, stranded_records
 from ferry.policy import policy_for
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["LATE_HEADER", "STRANDED_HEADER", "Applied", "divert", "replay"]
 
@@ -158,7 +162,7 @@ def _copy_headers(plan: ReconcilePlan, message: Any) -> list[tuple[str, str | by
 
 
 def _replay_batch(
-    plan: ReconcilePlan, producer: Any, runs_topic: str, batch: list[Any], timeout: float
+    plan: ReconcilePlan, producer: Producer, runs_topic: str, batch: list[Any], timeout: float
 ) -> int:
     """One transaction: the copies, then their offset runs (from the delivery reports)."""
     target = plan.target
@@ -210,12 +214,12 @@ def _replay_batch(
     return len(delivered)
 
 
-def _abort(producer: Any) -> None:
+def _abort(producer: Producer) -> None:
     with contextlib.suppress(Exception):  # the transaction times out on the broker anyway
         producer.abort_transaction(10)
 
 
-def _flush(producer: Any, target: ClusterConfig, timeout: float) -> None:
+def _flush(producer: Producer, target: ClusterConfig, timeout: float) -> None:
     deadline = time.monotonic() + max(timeout, 120.0)
     while producer.flush(1.0) > 0:
         if time.monotonic() > deadline:
@@ -296,7 +300,7 @@ def _ensure_topics(
 
 
 def _wait_for_topics(
-    cluster: ClusterConfig, admin: Any, counts: dict[str, int], timeout: float
+    cluster: ClusterConfig, admin: AdminClient, counts: dict[str, int], timeout: float
 ) -> None:
     deadline = time.monotonic() + max(timeout, 30.0)
     while time.monotonic() < deadline:

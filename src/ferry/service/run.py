@@ -19,13 +19,15 @@ import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ferry.config.model import FerryConfig
 from ferry.engine.runner import FlowProgress, Runner
 from ferry.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from ferry.control.controller import Controller
 
 __all__ = ["CONTROL_FOLLOW_SECONDS", "FerryRun", "RunOptions", "run"]
@@ -61,7 +63,7 @@ class FerryRun:
         on_notice: Notice | None = None,
         on_progress: Progress | None = None,
         on_api: Callable[[str], None] | None = None,
-        spark: Any = None,
+        spark: SparkSession | None = None,
     ) -> None:
         """`spark`: a session to run on (tests); by default the run starts its own."""
         self.config = config

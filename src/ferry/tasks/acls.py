@@ -9,10 +9,10 @@ the sync says so once and stops asking.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__: not re-exported
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -30,6 +30,9 @@ from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.policy import policy_for
 from ferry.tasks.acl_rules import TopicAcl, remote_acls
 from ferry.tasks.checkpoints import SyncReport
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["AclSync"]
 
@@ -79,7 +82,7 @@ class AclSync:
             return SyncReport(0, 0, (self.off,))
         return SyncReport(len(wanted), self._create(missing))
 
-    def _describe(self, cluster: ClusterConfig, admin: Any) -> set[TopicAcl]:
+    def _describe(self, cluster: ClusterConfig, admin: AdminClient) -> set[TopicAcl]:
         future = admin.describe_acls(_EVERY_LITERAL_TOPIC_ACL, request_timeout=self._timeout)
         try:
             bindings = future.result(self._timeout + 5)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
@@ -28,6 +28,9 @@ from ferry.offsets.rules import offsets_to_sync, should_emit
 from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.offsets.translation import forward_positions
 from ferry.policy import policy_for
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 __all__ = ["CheckpointEmitter", "SyncReport"]
 
@@ -62,7 +65,7 @@ class CheckpointEmitter:
         self.source_groups = GroupAdmin(self.source, timeout=timeout)
         self.target_groups = GroupAdmin(self.target, timeout=timeout)
         self._timeout = timeout
-        self._producer: Any = None
+        self._producer: Producer | None = None
         self._loaded = False
 
     def close(self) -> None:

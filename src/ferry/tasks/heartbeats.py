@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ReplicationError
@@ -24,6 +24,9 @@ from ferry.kafka.errors import kafka_errors, unavailable
 from ferry.kafka.mm2_records import Heartbeat
 from ferry.policy import policy_for
 from ferry.tasks.checkpoints import SyncReport
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 __all__ = ["HeartbeatEmitter", "ensure_heartbeats_topic"]
 
@@ -68,7 +71,7 @@ class HeartbeatEmitter:
         self.topic = policy_for(flow.policy, flow.source).heartbeats_topic()
         self._timeout = timeout
         self._clock = clock
-        self._producer: Any = None
+        self._producer: Producer | None = None
         self._topic_ready = False
         self._refused: str | None = None  # why the source refused the topic, if it did
 

@@ -39,7 +39,7 @@ class _FerryConsole(Console):
 
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
-        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]  # mypy: no fset on a class property
 
 
 def make_console(*, stderr: bool = False) -> Console:

@@ -65,7 +65,7 @@ def native_module() -> Any:
     try:
         # RTLD_NOLOAD: the library is loaded already; this only makes its symbols global.
         ctypes.CDLL(_loaded_librdkafka(), mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
-        from ferry.engine.copy import _fastcopy  # type: ignore[attr-defined]
+        from ferry.engine.copy import _fastcopy  # type: ignore[attr-defined]  # C extension, no stub
     except (ImportError, OSError) as exc:
         _reason = f"{type(exc).__name__}: {exc}"
         return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__: not re-exported
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -100,8 +100,9 @@ class TopicManager:
         """Each partition's last stable offset (read_committed: open transactions are not
         counted), or with `which="earliest"` its first retained offset, on the source."""
         from confluent_kafka import IsolationLevel, TopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # no __all__: not re-exported
 
+        # ignore: OffsetSpec.latest/earliest are unannotated in confluent-kafka 2.16.
         spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         request = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
         futures = submit(

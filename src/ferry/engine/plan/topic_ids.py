@@ -17,11 +17,14 @@ the source's end is a recreated topic), and the next commit records the id.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicCollection
 
 from ferry.kafka.admin_batches import MAX_TOPICS_PER_METADATA_REQUEST, batches
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["changed_topics", "source_topic_ids"]
 
@@ -41,7 +44,7 @@ def changed_topics(
     return changed
 
 
-def source_topic_ids(admin: Any, topics: Iterable[str], timeout: float) -> dict[str, str]:
+def source_topic_ids(admin: AdminClient, topics: Iterable[str], timeout: float) -> dict[str, str]:
     """Each topic's id as `admin`'s cluster says, as text; a topic it does not describe (gone,
     not allowed, no answer in time) is left out: its id is not known."""
     ids: dict[str, str] = {}

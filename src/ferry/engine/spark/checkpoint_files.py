@@ -5,10 +5,13 @@ session's JVM, with the session's Hadoop configuration (as Spark itself opens it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig
 from ferry.offsets.spark_checkpoint_io import CheckpointStorage, LocalStorage, is_local
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["HadoopStorage", "checkpoint_storage", "session_for"]
 
@@ -19,15 +22,16 @@ class HadoopStorage:
     A file is replaced by writing a temporary file beside it and renaming it over (after
     deleting the old one: HDFS's rename does not overwrite)."""
 
-    def __init__(self, spark: Any, location: str) -> None:
-        jvm = spark.sparkContext._jvm
+    def __init__(self, spark: SparkSession, location: str) -> None:
+        # py4j's JVMView (untyped), never None while the session runs.
+        jvm: Any = spark.sparkContext._jvm
         self._jvm = jvm
         self._root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") or "/")
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._fs = self._root.getFileSystem(conf)
         self._location = location.rstrip("/")
 
-    def _path(self, path: str) -> Any:
+    def _path(self, path: str) -> Any:  # a py4j JavaObject (py4j is untyped)
         return self._jvm.org.apache.hadoop.fs.Path(self._root, path) if path else self._root
 
     def where(self, path: str) -> str:
@@ -69,7 +73,7 @@ class HadoopStorage:
         self._fs.delete(self._path(path), False)
 
 
-def checkpoint_storage(location: str, spark: Callable[[], Any]) -> CheckpointStorage:
+def checkpoint_storage(location: str, spark: Callable[[], SparkSession]) -> CheckpointStorage:
     """Local files for a path or file: URI; Hadoop's FileSystem otherwise (`spark()` gives
     the session, started only then)."""
     if is_local(location):
@@ -77,11 +81,11 @@ def checkpoint_storage(location: str, spark: Callable[[], Any]) -> CheckpointSto
     return HadoopStorage(spark(), location)
 
 
-def session_for(config: FerryConfig) -> Callable[[], Any]:
+def session_for(config: FerryConfig) -> Callable[[], SparkSession]:
     """The running Spark session if there is one, else one from the config's `spark.*` keys
     (`spark.hadoop.*` for the filesystem's settings), started when first asked for."""
 
-    def get() -> Any:
+    def get() -> SparkSession:
         from pyspark.sql import SparkSession
 
         from ferry.engine.spark.session import spark_session

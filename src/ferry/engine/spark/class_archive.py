@@ -32,7 +32,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["CLASSPATH_SETTINGS", "ClassArchive", "archive_key", "plan_archive"]
 
@@ -75,7 +78,7 @@ class ClassArchive:
     final: Path
     pending: Path | None = None  # written by this session's JVM at exit, then renamed to final
 
-    def finish(self, spark: Any, timeout: float = FINISH_TIMEOUT_SECONDS) -> bool:
+    def finish(self, spark: SparkSession, timeout: float = FINISH_TIMEOUT_SECONDS) -> bool:
         """End the session's JVM and keep the archive it wrote. True when one was kept.
 
         Only for a session this process started and will not use again.
@@ -101,7 +104,8 @@ class ClassArchive:
         return True
 
 
-def _gateway_process(spark: Any) -> Any:
+def _gateway_process(spark: SparkSession) -> Any:
+    # Any: pyspark's private `_gateway.proc` (a Popen whose stdin was checked to be there).
     gateway = getattr(spark.sparkContext, "_gateway", None)
     proc = getattr(gateway, "proc", None)
     return proc if proc is not None and getattr(proc, "stdin", None) is not None else None

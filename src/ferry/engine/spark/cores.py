@@ -8,14 +8,17 @@ master has no such count and its cores never change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["available_cores"]
 
 
-def available_cores(spark: Any) -> int:
+def available_cores(spark: SparkSession) -> int:
     context = spark.sparkContext
     try:
         cores = int(context._jsc.sc().schedulerBackend().totalCoreCount())

@@ -12,11 +12,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ferry.config.model import FerryConfig
 from ferry.engine.spark.cluster import launched_in, prepare_cluster, submitted_settings
 from ferry.secrets import SPARK_OPTIONS_REDACTION_REGEX, SPARK_REDACTION_REGEX
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ferry.engine.spark.class_archive import ClassArchive
 
 __all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
 
@@ -35,7 +40,7 @@ def spark_master(config: FerryConfig) -> str:
     return master or DEFAULT_MASTER
 
 
-def spark_session(config: FerryConfig) -> Any:
+def spark_session(config: FerryConfig) -> SparkSession:
     """A Spark session from the config's `spark.*` keys; local[*,4] with no UI by default."""
     return start_spark(config)[0]
 
@@ -44,7 +49,7 @@ def start_spark(
     config: FerryConfig,
     write_class_archive: bool = False,
     notice: Callable[[str], None] | None = None,
-) -> tuple[Any, Any]:
+) -> tuple[SparkSession, ClassArchive | None]:
     """`spark_session`, and the driver JVM's class archive (see class_archive): used when the
     machine has one; with `write_class_archive`, else written when the session ends. `notice`
     hears what takes a while the first time (packing the environment a cluster runs)."""
@@ -133,7 +138,7 @@ def _launch_jvm(settings: dict[str, str], log: Path) -> None:
         conf.set(key, value)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as output:  # the JVM keeps its own copy of the descriptor
-        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # unannotated in pyspark
             conf, popen_kwargs={"stdout": output, "stderr": output}
         )
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
@@ -145,7 +150,7 @@ def _cache_dir() -> Path:
     return default_cache_dir()
 
 
-def _class_archive(spark_settings: dict[str, str], create: bool) -> Any:
+def _class_archive(spark_settings: dict[str, str], create: bool) -> ClassArchive | None:
     """The driver JVM's class data sharing archive, when Spark's home is known."""
     import pyspark
 

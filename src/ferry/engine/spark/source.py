@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -60,6 +60,9 @@ from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
 from ferry.engine.plan.topic_ids import changed_topics, source_topic_ids
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["RANGE_FIELDS", "RANGE_SCHEMA", "MirrorDataSource", "Planner"]
 
@@ -112,7 +115,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lease_lags: dict[TP, int] = {}  # leases: lag per partition at the lease's planning
         self._topic_ids: dict[str, str] = {}  # the source topics' ids, as last read
         self._next_id_check = 0.0  # bounded batches: when the ids are compared next
-        self._source_admin: Any = None
+        self._source_admin: AdminClient | None = None
 
     # Only the driver-side methods touch Kafka; `read` runs on executors with none of this.
     def _topic_manager(self) -> TopicManager:
