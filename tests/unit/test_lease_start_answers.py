@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.engine.copy.exactly_once import committed_positions
+from ferry.engine.copy.lease import start_positions
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.errors import KafkaUnavailableError
@@ -69,3 +70,52 @@ def test_an_end_without_an_offset_fails_instead_of_reading_as_recreated(high: in
     with pytest.raises(KafkaUnavailableError) as raised:
         high_watermarks(Source(high), [("orders", 3)], CTX)
     assert "orders partition 3" in str(raised.value)
+
+
+class Deleted:
+    """A source whose `gone` topic no longer exists (deleted after the lease was planned);
+    other partitions answer, or fail with `other`."""
+
+    def __init__(self, code: int, other: int | None = None) -> None:
+        self.code, self.other = code, other
+
+    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
+        if tp.topic == "gone":
+            raise KafkaException(KafkaError(self.code))
+        if self.other is not None:
+            raise KafkaException(KafkaError(self.other))
+        return (0, 700)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART],
+)
+def test_a_partition_the_source_no_longer_has_is_left_out_and_its_position_kept(
+    code: int,
+) -> None:
+    """A lease replayed after its topic was deleted: asking again would get the same answer
+    for ever, so the lease must not fail on it (it did, and its flow copied nothing more)."""
+    partitions = [("gone", 0), ("orders", 1)]
+    assert high_watermarks(Deleted(code), partitions, CTX) == {("orders", 1): 700}
+    ranges = [
+        CopyRange("gone", 0, 0, 100, "A.gone", 1_048_588),
+        CopyRange("orders", 1, 0, 100, "A.orders", 1_048_588),
+    ]
+    positions, notices = start_positions(
+        ranges,
+        {("A.gone", 0): 150, ("A.orders", 1): 120},  # both copied past the planned ends
+        {("gone", 0): 100, ("orders", 1): 100},
+        lambda tps: high_watermarks(Deleted(code), tps, CTX),
+    )
+    assert positions == {("gone", 0): 150, ("orders", 1): 120} and notices == []
+
+
+def test_a_source_that_does_not_answer_still_fails_the_lease() -> None:
+    with pytest.raises(KafkaUnavailableError) as raised:
+        high_watermarks(
+            Deleted(KafkaError._UNKNOWN_PARTITION, other=KafkaError._TRANSPORT),
+            [("orders", 1)],
+            CTX,
+        )
+    assert "read the end of orders partition 1" in str(raised.value)
