@@ -55,10 +55,34 @@ class FerryProcess:
         """SIGTERM: ferry finishes the running batch and exits; returns its exit code."""
         process = self._running()
         process.terminate()
-        code = process.wait(timeout)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(self._stuck(process, timeout)) from None
         self.exit_codes.append(code)
         self._wait_group_gone(process.pid, 30)
         return code
+
+    def _stuck(self, process: subprocess.Popen[bytes], timeout: float) -> str:
+        """Why a stop did not end: every thread's stack (ferry prints them on SIGUSR1, into
+        its log), then the process group is killed."""
+        log = self.logs / f"ferry-run-{self.starts}.log"
+        size = log.stat().st_size if log.exists() else 0
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        seen = size
+        while time.monotonic() < deadline:  # until the stacks have come and stopped coming
+            time.sleep(0.5)
+            now = log.stat().st_size if log.exists() else 0
+            if now == seen and now > size:
+                break
+            seen = now
+        stacks = log.read_text(errors="replace")[-8000:] if log.exists() else ""
+        process.kill()
+        process.wait(30)
+        self._wait_group_gone(process.pid, 30)
+        return f"ferry run did not exit within {timeout:.0f} s of SIGTERM; its log ends:\n{stacks}"
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self.process is None or self.process.poll() is not None:
