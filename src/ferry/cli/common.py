@@ -18,6 +18,7 @@ __all__ = [
     "ConfigOption",
     "DirOption",
     "JsonOption",
+    "MetricsHostOption",
     "check_topology",
     "load",
     "print_notes",
@@ -30,6 +31,13 @@ DirOption = Annotated[
     typer.Option("--dir", help="Where clusters keep data and logs (default ./.ferry-local)"),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+MetricsHostOption = Annotated[
+    str,
+    typer.Option(
+        help="Where /metrics and /healthz listen (0.0.0.0: every interface, as a container "
+        "needs for a scraper outside it)"
+    ),
+]
 
 
 def load(path: Path) -> FerryConfig:

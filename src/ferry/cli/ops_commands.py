@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ferry.cli.common import ConfigOption, JsonOption, load
+from ferry.cli.common import ConfigOption, JsonOption, MetricsHostOption, load
 from ferry.errors import FerryError
 from ferry.terminal.console import err, out
 
@@ -119,13 +119,7 @@ def monitor(
         int,
         typer.Option(help="Serve /metrics and /healthz on PORT; 0 = any free port"),
     ] = 9464,
-    metrics_host: Annotated[
-        str,
-        typer.Option(
-            help="Where /metrics and /healthz listen (0.0.0.0: every interface, as a container "
-            "needs for a scraper outside it)"
-        ),
-    ] = "127.0.0.1",
+    metrics_host: MetricsHostOption = "127.0.0.1",
     webhook: Annotated[
         str | None,
         typer.Option(help="POST each alert and recovery as JSON to this http(s) URL"),

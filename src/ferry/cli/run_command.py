@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ferry.cli.common import ConfigOption, check_topology, load, print_notes
+from ferry.cli.common import ConfigOption, MetricsHostOption, check_topology, load, print_notes
 from ferry.terminal.console import err, out
 
 __all__ = ["run"]
@@ -25,13 +25,7 @@ def run(
         int | None,
         typer.Option(help="Serve Prometheus /metrics and /healthz on PORT (0: any)"),
     ] = None,
-    metrics_host: Annotated[
-        str,
-        typer.Option(
-            help="Where /metrics and /healthz listen (0.0.0.0: every interface, as a container "
-            "needs for a scraper outside it)"
-        ),
-    ] = "127.0.0.1",
+    metrics_host: MetricsHostOption = "127.0.0.1",
     api_port: Annotated[
         int | None,
         typer.Option(
