@@ -12,7 +12,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies test-schemas
+.PHONY: setup test unit integration secure-test lint demo bench chaos clean test-api test-cluster test-topologies test-schemas test-yarn
 
 # The virtualenv alone (make unit, make lint, make docs need nothing else); setup adds what the
 # clusters and Spark need: Java, and the jars the package's lock pins, downloaded once into
@@ -37,7 +37,7 @@ unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_CI) -m 'not integration and not system'
 
 integration: setup
-	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults and not schemas and not package'
+	$(BIN)/pytest $(PYTEST_CI) -m 'integration and not system and not api and not secure and not topologies and not cluster and not monitor_audit and not processes and not dr and not scale and not faults and not schemas and not package and not yarn'
 
 # ferry run's control API end to end: a `ferry run --api-port 0` subprocess (its own Spark)
 # changed over HTTP and the CLI, then restarted, and the same changes in bounded micro-batches;
@@ -55,6 +55,14 @@ test-api: setup
 test-schemas: setup
 	$(BIN)/ferry local provision --schema-registry
 	$(BIN)/pytest $(PYTEST_CI) -m schemas tests/integration/test_schema_registries.py
+
+# YARN and HDFS on this machine (`ferry local yarn up`: Hadoop's own minicluster, a
+# ResourceManager, two NodeManagers, a NameNode and a DataNode in one JVM): the cluster and its
+# Hadoop config directory, then a Spark query with its checkpoint and sink on that HDFS failed
+# over with `ferry failover --spark-checkpoint hdfs://...` and back.
+test-yarn: setup
+	$(BIN)/ferry local provision --yarn
+	$(BIN)/pytest $(PYTEST_CI) -m yarn tests/integration/test_yarn_hdfs.py
 
 # A local Spark standalone cluster (two one-core workers that cannot see this virtualenv): a
 # flow on it from the shipped environment, then executors and workers SIGKILLed while ferry
@@ -129,13 +137,16 @@ docs: $(STAMP)
 # start) against MM2, 5 rounds (bench/results/startup.{json,md}). Then many partitions
 # (partitions.*), across a WAN (wan.*) and exactly-once latency at a read_committed consumer
 # of the target, ferry at two commit intervals and MM2 with its exactly-once engaged
-# (exactly-once-consumer.*). Not part of `make test`.
+# (exactly-once-consumer.*). Then recovery time: `ferry switchover --writers-stopped` with A
+# alive, then `ferry failover --flow A->B` with A's node killed, at 10 groups x 8 partitions
+# and 1,000 groups over 10,000 partitions (rto.*). Not part of `make test`.
 bench: setup
 	$(BIN)/python -m bench.compare
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.wan
 	$(BIN)/python -m bench.exactly_once_consumer --runs ferry-eos,ferry-eos:25,mm2-eos,ferry-alos,mm2-alos
+	$(BIN)/python -m bench.rto
 
 # `ferry audit` at scale: 5,000,000 records of 32 B over 8 partitions copied with `ferry run
 # --once`, the first 1,000 copies of one partition deleted, then one audit timed with the peak

@@ -20,6 +20,11 @@ from hypothesis import settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# The test clusters' brokers JIT-compile with C1 only and collect with the serial collector:
+# their C2 compiler threads were half of six busy brokers' CPU on this 2-core machine, and a
+# broker restarted under that load took minutes to rejoin. What they are tested for (Kafka's
+# protocol, leaders, transactions) is the same.
+os.environ.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # pytest-xdist's workers (make test) start with COLUMNS=80 and LINES=24 in their environment,
 # which ferry's console honours as the terminal's width; a test sees what a single pytest
 # process sees, where neither is set.
@@ -112,14 +117,31 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """
     from pyspark.sql import SparkSession
 
+    from ferry.engine.spark.python_workers import default_cache_dir, worker_python
     from ferry.local.spark_kafka import spark_kafka_jars
 
+    # As `ferry run` starts a local Spark (engine/spark/session.py): every Python process Spark
+    # starts (more than ten per streaming query: planner, writer, commit and source runners,
+    # task workers) loads pyspark compiled, not from Spark's zips, where each one compiled it
+    # again (about a second of CPU per process, per query of every test).
+    wrapper = worker_python(os.environ["PYSPARK_PYTHON"], default_cache_dir())
+    if wrapper is not None:
+        os.environ["PYSPARK_PYTHON"] = wrapper
     warehouse: Path = tmp_path_factory.mktemp("spark")
     session = (
         SparkSession.builder.master("local[2,4]")  # a failed task is retried, as by ferry
         .appName("ferry-tests")
         .config("spark.jars", ",".join(str(jar) for jar in spark_kafka_jars()))
         .config("spark.ui.enabled", "false")
+        # ferry's settings of a local session (engine/spark/session.py): its task workers'
+        # daemon, and checkpoint files renamed in process instead of through a `readlink`
+        # and a `chmod` process each (about 150 ms of every micro-batch).
+        .config("spark.python.daemon.module", "ferry.engine.spark.python_workers")
+        .config(
+            "spark.sql.streaming.checkpointFileManagerClass",
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager",
+        )
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")

@@ -108,23 +108,30 @@ EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
             ("ferry.cli.offsets_commands:_translate_stored",),
         ),
     ),
-    "failover": (
+    "failover group": (
+        ExitCode(0, "the group's offsets were committed on `--to` (with `--dry-run`: shown)"),
+    ),
+    "failover flow": (
         ExitCode(
             0,
             "every group moved (with `--dry-run`: would move) or was already there",
         ),
         ExitCode(
             1,
-            "also, with `--flow`, when a group failed (the others are still moved), and with "
-            "`--spark-checkpoint` when the checkpoint cannot be moved exactly (nothing is "
-            "changed)",
-            ("ferry.offsets.flow_failover:FlowFailover.exit_code", "ferry.cli.app:main"),
+            "also when a group failed (the others are still moved)",
+            ("ferry.offsets.flow_failover:FlowFailover.exit_code",),
         ),
         ExitCode(
             3,
-            "with `--flow`: some group was skipped, left where it was (the reason is in the "
-            "report)",
+            "some group was skipped, left where it was (the reason is in the report)",
             ("ferry.offsets.flow_failover:EXIT_SKIPPED",),
+        ),
+    ),
+    "failover spark-checkpoint": (
+        ExitCode(
+            1,
+            "also when the checkpoint cannot be moved exactly (nothing is changed)",
+            ("ferry.cli.app:main",),
         ),
     ),
     "reconcile": (

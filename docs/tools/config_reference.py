@@ -83,6 +83,13 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
         "record's schema id to the target's ([Schema registries](../schema-registries.md)); "
         "acts only when both ends name a registry",
     ),
+    "protect.remote.topics": (
+        "none (MM2 leaves remote topics writable by anyone allowed to write there)",
+        "where the target has an ACL authorizer and a prefix or rename policy: each principal "
+        "allowed to write a remote topic, ferry's own excepted, gets a DENY WRITE on it (checked "
+        "every 10 s), until `ferry failover` or `ferry switchover` lifts it "
+        "([protected remote topics](../security.md#protected-remote-topics))",
+    ),
     "source.read.only": (
         "none (MM2 writes nothing to the source with `emit.heartbeats.enabled = false` and "
         "`offset-syncs.topic.location = target`)",
@@ -439,9 +446,15 @@ def main() -> int:
             return 1
         return 0
     if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
+        # Written, and still a failure: a stale page in a commit must not pass `make docs`.
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(text, encoding="utf-8")
-        print(f"wrote {OUT}")
+        print(
+            f"{OUT} was out of date and is written now from the code: review and commit it, "
+            "then run make docs again",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -2,9 +2,10 @@
 
 ferry itself never runs Maven: `ferry local provision` downloads the files this lock names from
 a Maven repository by URL and checks each one's SHA-256. This script, run by a developer when a
-pinned version changes (Kafka, Spark's connector, Apicurio Registry), is the one place Maven
-resolves anything: the poms beside it name what ferry needs, Maven resolves their runtime
-dependencies, and each resolved file's checksum is computed from Maven's local repository.
+pinned version changes (Kafka, Spark's connector, Apicurio Registry, Hadoop's minicluster), is
+the one place Maven resolves anything: the poms beside it name what ferry needs, Maven resolves
+their runtime dependencies, and each resolved file's checksum is computed from Maven's local
+repository.
 
     .venv/bin/python scripts/jars/lock.py        # needs mvn on PATH and the network
 """
@@ -95,6 +96,7 @@ def main() -> None:
         scala_binary_version,
         spark_kafka_bundle,
     )
+    from ferry.local.yarn import HADOOP_VERSION, minicluster_bundle
 
     scala = scala_binary_version()
     bundles = {
@@ -112,6 +114,9 @@ def main() -> None:
             )
         ),
         apicurio_bundle(): entries([(APICURIO_ARTIFACT, copied(APICURIO_ARTIFACT))]),
+        minicluster_bundle(): entries(
+            resolved(HERE / "hadoop-minicluster.pom.xml", [f"-Dhadoop.version={HADOOP_VERSION}"])
+        ),
     }
     lock = {
         "about": "Written by scripts/jars/lock.py; `ferry local provision` downloads these "

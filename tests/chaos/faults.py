@@ -40,6 +40,13 @@ class FerryProcess:
                 env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
             )
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The last `lines` lines of the current incarnation's log ("" before the first)."""
+        log = self.logs / f"ferry-run-{self.starts}.log"
+        if not log.exists():
+            return ""
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -53,8 +60,17 @@ class FerryProcess:
 
     def sigterm(self, timeout: float = 240) -> int:
         """SIGTERM: ferry finishes the running batch and exits; returns its exit code."""
-        process = self._running()
-        process.terminate()
+        self.terminate()
+        return self.await_exit(timeout)
+
+    def terminate(self) -> None:
+        """Send SIGTERM without waiting, so that several runs stop side by side."""
+        self._running().terminate()
+
+    def await_exit(self, timeout: float = 240) -> int:
+        """Wait for a run told to stop; its exit code (its stacks and a kill if it hangs)."""
+        process = self.process
+        assert process is not None, "ferry run was never started"
         try:
             code = process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -38,6 +38,10 @@ MODES: dict[Mode, tuple[str, str, str]] = {
     "at-least-once": ("S", "T", "alos-"),
 }
 PARTITIONS = 3
+# Records per second into each flow's topic. Every acknowledged record is judged, so a few
+# thousand per fault are enough; a higher rate mostly buys the six brokers' request handling
+# CPU, which on two cores slows every restart and election the fault tests wait for.
+TRAFFIC_RATE = 50.0
 RESULTS = Path("artifacts/faults/results.jsonl")
 log = logging.getLogger(__name__)
 
@@ -100,7 +104,7 @@ class Traffic:
 
     bootstrap: str
     topic: str
-    rate: float = 150.0
+    rate: float = TRAFFIC_RATE
     generation: int = 1  # of the topic: a re-created topic's records get ids of their own
     acknowledged: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     indefinite: set[str] = field(default_factory=set)
@@ -397,9 +401,16 @@ class FaultCase:
 
     def kill(self, alias: str, node: int, sig: signal.Signals = signal.SIGKILL) -> None:
         local.kill_node(self.directory, alias, node, sig)
+        self.said(f"node {node} of {alias} sent {sig.name}")
 
     def start(self, alias: str, node: int) -> None:
         local.start_node(self.directory, alias, node)
+        self.said(f"node {node} of {alias} started and listed")
+
+    def said(self, what: str) -> None:
+        """A phase of the fault, logged with the seconds since the case began (where a slow
+        test spends its time)."""
+        log.info("%s +%.1fs: %s", self.name, time.monotonic() - self.started, what)
 
     def link(self, alias: str, command: str) -> dict[str, object]:
         return local.link_command(self.directory, alias, command)
@@ -469,6 +480,19 @@ class FaultCase:
             time.sleep(1.0)  # the sampling period, not a wait for a condition
         return samples
 
+    def status_and_rpo_during(
+        self, mode: Mode, seconds: float, *, measured_after: float
+    ) -> tuple[str, list[float]]:
+        """`ferry status` of the mode's flow and its RPO sampled for `seconds`, side by side
+        while the fault lasts (a status that waits on an unreachable cluster would otherwise
+        lengthen the fault by its own time); returns when both are done."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="status") as pool:
+            said = pool.submit(self.status, mode)
+            rpo = self.rpo_during(mode, seconds, measured_after=measured_after)
+            return said.result(), rpo
+
     def assert_rpo_back_to_zero(self, mode: Mode, timeout: float = 120.0) -> None:
         wait_for(lambda: self.rpo(mode) == 0.0, timeout, f"{mode}: ferry_rpo_seconds back to 0")
 
@@ -478,12 +502,13 @@ class FaultCase:
     def remote(self, mode: Mode) -> str:
         return f"{self.runs[mode].remote_prefix}{self.topic(mode)}"
 
-    def start_traffic(self, rate: float = 150.0) -> None:
+    def start_traffic(self, rate: float = TRAFFIC_RATE) -> None:
         a = self.clusters["A"].bootstrap
         create_topics(a, *(self.topic(m) for m in self.runs))
         for mode in self.runs:
             self.traffic[mode] = Traffic(a, self.topic(mode), rate).start()
             self.tails[mode] = Tail(self.clusters["B"].bootstrap, self.remote(mode)).start()
+        self.said("topics created, traffic started")
 
     def copied(self, mode: Mode) -> int:
         """Distinct records of the mode's topic a read_committed reader of B has seen."""
@@ -502,12 +527,17 @@ class FaultCase:
             wait_for(
                 lambda m=mode, b=base: self.copied(m) >= b + at_least,  # type: ignore[misc]
                 timeout,
-                f"{mode} flow copying {at_least} more records of {self.topic(mode)}",
+                lambda m=mode: (  # type: ignore[misc]
+                    f"{m} flow copying {at_least} more records of {self.topic(m)}"
+                    f" (its ferry run's log ends:\n{self.runs[m].process.log_tail()}\n)"
+                ),
                 poll=1.0,
             )
+        self.said(f"both flows copied {at_least} more records")
 
     def healed(self) -> None:
         self.healed_at = time.monotonic()
+        self.said("healed")
 
     def finish(
         self,
@@ -523,6 +553,7 @@ class FaultCase:
         for traffic in self.traffic.values():
             traffic.stop()
             traffic.resolve()
+        self.said("traffic stopped, every record acknowledged or indefinite")
         healed = self.healed_at or time.monotonic()
         verdicts: dict[Mode, Verdict] = {}
         recovery: dict[Mode, float] = {}
@@ -548,6 +579,7 @@ class FaultCase:
                 poll=0.5,
             )
             recovery[mode] = time.monotonic() - healed
+            self.said(f"{mode}: every acknowledged record readable on B")
             copies = read_copies(self.clusters["B"].bootstrap, self.remote(mode))
             seen = {c.id for cs in copies.values() for c in cs}
             self.gone[mode] = {

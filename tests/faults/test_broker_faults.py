@@ -105,8 +105,9 @@ def test_target_below_min_insync_replicas(case: FaultCase) -> None:
     down_since = time.time()
     for node in others:
         case.kill("B", node)
-    said = case.status("exactly-once")  # while 2 of 3 nodes are down
-    rpo = case.rpo_during("exactly-once", UNDER_MIN_ISR_SECONDS, measured_after=down_since)
+    said, rpo = case.status_and_rpo_during(  # while 2 of 3 nodes are down
+        "exactly-once", UNDER_MIN_ISR_SECONDS, measured_after=down_since
+    )
     for node in others:
         case.start("B", node)
     case.healed()

@@ -10,7 +10,7 @@ The session's clusters have no ACL authorizer, so the writers are stopped by han
 (`--writers-stopped`): the fence holds when nothing writes A's topic after the switch, and what
 the writers send to B reaches A through the reversed flow.
 
-`ferry failover --flow A->B` with one of B's three nodes killed (the coordinator of a group):
+`ferry failover flow A->B` with one of B's three nodes killed (the coordinator of a group):
 every group the flow syncs is committed on B at its exact position, and a group it cannot
 move (members active on B) is named with the reason, the exit code saying so.
 """
@@ -203,7 +203,7 @@ def ids(acknowledged: dict[int, list[tuple[int, str]]]) -> set[str]:
 
 
 def test_flow_failover_with_a_target_node_down(case: FaultCase) -> None:
-    """Groups consumed on A; the coordinator of one on B killed; `ferry failover --flow A->B`
+    """Groups consumed on A; the coordinator of one on B killed; `ferry failover flow A->B`
     commits each on B exactly and names the one it must leave (members active on B)."""
     mode: Mode = "exactly-once"
     # Enough to copy under the fault in both modes and for a group to read 450 records; more
@@ -237,9 +237,9 @@ def test_flow_failover_with_a_target_node_down(case: FaultCase) -> None:
         began = time.monotonic()
         result = ferry(
             "failover",
+            "flow",
             "-c",
             str(case.runs[mode].config),
-            "--flow",
             "A->B",
             "--groups",
             f"{re.escape(topic)}-g.*",
@@ -261,7 +261,7 @@ def test_flow_failover_with_a_target_node_down(case: FaultCase) -> None:
     skipped = outcomes[busy]
     assert (skipped["status"], skipped["reason"]) == ("skipped", "active_members"), skipped
     assert "active member(s) on B" in skipped["detail"], skipped
-    assert took < 120, f"ferry failover --flow took {took:.0f}s with node {down} of B down"
+    assert took < 120, f"ferry failover flow took {took:.0f}s with node {down} of B down"
 
     case.start("B", down)
     case.healed()

@@ -25,8 +25,9 @@ def test_link_cut_to_each_side_then_black_holed(case: FaultCase) -> None:
     for side, how in (("A", "cut"), ("B", "cut"), ("B", "blackhole")):
         down_since = time.time()
         case.link(side, how)
-        said = case.status("exactly-once")  # while the link is down
-        rpo = case.rpo_during("exactly-once", LINK_DOWN_SECONDS, measured_after=down_since)
+        said, rpo = case.status_and_rpo_during(  # while the link is down
+            "exactly-once", LINK_DOWN_SECONDS, measured_after=down_since
+        )
         case.link(side, "restore")
         # `ferry status` during the outage named the cluster it could not reach.
         assert f"cluster {side} (" in said, f"{side} {how}: {said[-3000:]}"

@@ -66,11 +66,13 @@ def test_frozen_while_a_second_run_takes_over(case: FaultCase, tmp_path) -> None
             _freeze(process, signal.SIGCONT)
     try:
         case.await_copies(200)  # the woken runs and the successors, side by side
+        # A stop ends the current slice, whose producer the woken run may have just fenced:
+        # its replacement's start, the head start's handover (60 s each at most) and Spark's
+        # own stop come before the exit. Both successors are told at once and stop side by side.
         for successor in successors:
-            # A stop ends the current slice, whose producer the woken run may have just fenced:
-            # its replacement's start, the head start's handover (60 s each at most) and
-            # Spark's own stop come before the exit.
-            successor.sigterm(240)
+            successor.terminate()
+        for successor in successors:
+            successor.await_exit(240)
         case.healed()
         assert_exact(case.finish())
     finally:

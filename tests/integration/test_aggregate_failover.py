@@ -141,7 +141,7 @@ def test_a_pattern_group_fails_over_between_aggregates_exactly_on_every_partitio
     _consume_by_pattern(c, group, pattern, processed)
 
     plan = run_ferry(
-        "failover", "-c", str(config), "--group", group, "--from", "C", "--to", "D", "--json"
+        "failover", "group", "-c", str(config), group, "--from", "C", "--to", "D", "--json"
     )
     assert plan.returncode == 0, plan.stderr
     positions = json.loads(plan.stdout)["positions"]

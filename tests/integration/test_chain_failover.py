@@ -129,7 +129,7 @@ def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
     assert _offsets(by_checkpoints) == _offsets(plan)
     assert len(_offsets(plan)) == PARTITIONS
 
-    result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "C")
+    result = run_ferry("failover", "group", "-c", str(config), group, "--from", "A", "--to", "C")
     assert result.returncode == 0, result.stderr
     read = consume_origins(c, group, [(on_c, p) for p in range(PARTITIONS)])
     assert read == {
@@ -143,7 +143,7 @@ def test_a_group_fails_over_from_a_to_c_across_two_hops_and_back(
         tp: offset + (5 if tp[1] < 2 else 0) for tp, offset in committed_offsets(c, group).items()
     }
     commit_group(c, group, further)
-    back = run_ferry("failover", "-c", str(config), "--group", group, "--from", "C", "--to", "A")
+    back = run_ferry("failover", "group", "-c", str(config), group, "--from", "C", "--to", "A")
     assert back.returncode == 0, back.stderr
     on_a = committed_offsets(a, group)
     expected = {

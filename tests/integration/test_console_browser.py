@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ferry.engine.flow_state import FlowState
 from ferry.local.cluster import LocalCluster
@@ -43,6 +45,15 @@ def ferry(
 ) -> Iterator[FerryRun]:
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, 1)
+    # A's heartbeats topic there from the start (not first made by this run's emitter), so the
+    # flow's first lease copies it and the console lists it.
+    new = NewTopic("heartbeats", num_partitions=1, replication_factor=1)
+    admin = AdminClient({"bootstrap.servers": a})  # held: a client collected ends its requests
+    try:
+        admin.create_topics([new])["heartbeats"].result(30)
+    except KafkaException as exc:  # made already (an earlier run's emitter): as good
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
     config = write_config(
         tmp_path,
         kafka_clusters,
@@ -111,6 +122,12 @@ def test_the_console_draws_the_flow_and_pauses_and_resumes_it(
             points = lag_chart.locator("polyline").get_attribute("points") or ""
             assert len(points.split()) >= 2, points
             assert topic in flow.locator(".topic-list").inner_text()
+            # heartbeats always travel: listed apart from the flow's topics, not removable.
+            internal = flow.locator(".internal-topic-list li", has_text="heartbeats")
+            expect(internal).to_be_visible(timeout=30_000)
+            assert internal.locator("button").count() == 0
+            assert "heartbeats" not in flow.locator(".topic-list").inner_text()
+            assert ferry.ok("GET", "/api/v1/flows/A/B")["internal_topics"] == ["heartbeats"]
             # ferry monitor's rule runs inside ferry run: nothing in sync delay while it copies.
             expect(page.locator("#alerts li")).to_have_text(
                 "none: every sampled series keeps up", timeout=30_000

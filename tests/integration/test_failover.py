@@ -159,7 +159,7 @@ def test_failover_then_failback_is_exact(
     assert translate_offsets(group, "A", a, b) == by_partition  # the client library agrees
     assert remote_consumer_offsets(group, "A", b) == by_partition  # and so do checkpoints
 
-    result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B")
+    result = run_ferry("failover", "group", "-c", str(config), group, "--from", "A", "--to", "B")
     assert result.returncode == 0, result.stderr
     assert "committed group" in result.stdout
 
@@ -172,7 +172,7 @@ def test_failover_then_failback_is_exact(
     further = {tp: offset + 5 for tp, offset in on_b.items() if len(read[tp]) >= 5}
     commit_group(b, group, further)
     back = run_ferry(
-        "failover", "-c", str(config), "--group", group, "--from", "B", "--to", "A", "--json"
+        "failover", "group", "-c", str(config), group, "--from", "B", "--to", "A", "--json"
     )
     assert back.returncode == 0, back.stderr
     on_a = committed_offsets(a, group)
@@ -194,9 +194,10 @@ def test_failover_from_checkpoints_when_the_source_is_gone(
         config = write_config(tmp_path, clusters, flows=("C->B",), topics=f"{topic_name}.*")
         run_once(config, spark)  # copies, then writes checkpoints
     finally:
-        local.down(directory)  # the datacenter is lost
+        c.kill()  # the datacenter is lost: SIGKILL, no clean shutdown waited for
+        local.down(directory)
 
-    result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "C", "--to", "B")
+    result = run_ferry("failover", "group", "-c", str(config), group, "--from", "C", "--to", "B")
     assert result.returncode == 0, result.stderr
     assert "C" in result.stderr and "unreachable" in result.stderr, result.stderr
     assert "translating from the checkpoints in B" in result.stderr
@@ -223,7 +224,7 @@ def test_failover_refuses_a_group_with_active_members_on_the_target(
     try:
         wait_for(lambda: member.poll(0.2) is None and bool(member.assignment()), 60, "a member")
         result = run_ferry(
-            "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B"
+            "failover", "group", "-c", str(config), group, "--from", "A", "--to", "B"
         )
     finally:
         member.close()
@@ -262,7 +263,7 @@ def test_failover_by_timestamp_redelivers_only_the_last_record_consumed(
     run_once(config, spark)  # copies the topic, mirrors the timestamps to B
 
     result = run_ferry(
-        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B",
+        "failover", "group", "-c", str(config), group, "--from", "A", "--to", "B",
         "--by-timestamp", "--from-checkpoints",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

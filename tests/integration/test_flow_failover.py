@@ -1,4 +1,4 @@
-"""A datacenter lost, its flow failed over as a whole: `ferry failover --flow L->B`.
+"""A datacenter lost, its flow failed over as a whole: `ferry failover flow L->B`.
 
 Five groups consume two topics on a cluster of this module's own (L), each a different
 amount; every record id was acknowledged by the producer. `ferry run --once` copies L to the
@@ -122,9 +122,7 @@ def lost_flow(
         late = f"{base}-t3"
         create_topic(lost.bootstrap, late, 1)
         _produce_acked(lost.bootstrap, late, 1, BEHIND)
-        dry = run_ferry(
-            "failover", "-c", str(config), "--flow", f"{alias}->B", "--dry-run", "--json"
-        )
+        dry = run_ferry("failover", "flow", "-c", str(config), f"{alias}->B", "--dry-run", "--json")
     finally:
         local.down(directory)  # the datacenter is lost
     yield LostFlow(
@@ -208,7 +206,7 @@ def test_a_lost_datacenters_flow_fails_over_every_group_exactly(lost_flow: LostF
     member.subscribe([lf.remote(t) for t in lf.topics])
     try:
         wait_for(lambda: member.poll(0.2) is None and bool(member.assignment()), 60, "a member")
-        first = run_ferry("failover", "-c", cfg, "--flow", lf.flow, "--json")
+        first = run_ferry("failover", "flow", "-c", cfg, lf.flow, "--json")
     finally:
         member.close()
     assert first.returncode == 3, first.stderr  # some group skipped
@@ -229,7 +227,7 @@ def test_a_lost_datacenters_flow_fails_over_every_group_exactly(lost_flow: LostF
     assert {t["topic"] for t in point["topics"]} == set(lf.topics)
 
     # The member gone, that group alone (--groups): moved, nothing else looked at.
-    alone = run_ferry("failover", "-c", cfg, "--flow", lf.flow, "--groups", re.escape(busy))
+    alone = run_ferry("failover", "flow", "-c", cfg, lf.flow, "--groups", re.escape(busy))
     assert alone.returncode == 0, alone.stderr
     assert f"group {busy}: moved" in alone.stdout
     assert "1 group(s): 1 moved, 0 to move, 0 unchanged, 0 skipped, 0 failed" in alone.stdout
@@ -242,7 +240,7 @@ def test_a_lost_datacenters_flow_fails_over_every_group_exactly(lost_flow: LostF
 
     # Again: every group is where it is (or further, having read on B); nothing changes.
     before = {g: committed_offsets(lf.b, g) for g in lf.groups}
-    again = run_ferry("failover", "-c", cfg, "--flow", lf.flow, "--json")
+    again = run_ferry("failover", "flow", "-c", cfg, lf.flow, "--json")
     assert again.returncode == 0, again.stderr
     assert _statuses(json.loads(again.stdout)) == {g: "unchanged" for g in lf.groups}
     assert {g: committed_offsets(lf.b, g) for g in lf.groups} == before

@@ -148,7 +148,7 @@ def test_a_read_only_source_is_copied_synced_and_failed_over_and_left_untouched(
     assert switchover.returncode == 1, switchover.stdout + switchover.stderr
     assert "A is a read-only source (source.read.only = true)" in switchover.stderr
 
-    failover = run_ferry("failover", "-c", str(config), "--flow", "A->B", "--json")
+    failover = run_ferry("failover", "flow", "-c", str(config), "A->B", "--json")
     assert failover.returncode == 0, failover.stdout + failover.stderr
     assert committed(sasl_ssl.admin("B"), group, list(expected)) == expected
 

@@ -32,11 +32,18 @@ from ferry.engine.runner import Runner
 from ferry.kafka.provenance import Origin
 from ferry.kafka.schema_wire import schema_id
 from ferry.local.cluster import LocalCluster
-from ferry.local.schema_registry import RegistryProcess, start_registries, stop_registries
+from ferry.local.schema_registry import (
+    RegistryProcess,
+    restart_registry,
+    start_registries,
+    stop_registries,
+)
 from tests.ferry_cli import run_ferry
+from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import commit_group, committed_offsets
 from tests.integration.kafka_helpers import create_topic, wait_for
 from tests.integration.replication_setup import run_beside, run_once, write_config
+from tests.integration.runs_until import flow_configs, run_in_order
 
 pytestmark = pytest.mark.schemas
 
@@ -60,15 +67,19 @@ JSON_SCHEMA = {
 }
 
 
+cluster_c = module_clusters("C")  # the third hop of a chain
+
+
 @pytest.fixture(scope="module")
 def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RegistryProcess]]:
-    """A registry beside each of the session's clusters A and B."""
+    """A registry beside each of the session's clusters A and B, and the chain's C (started
+    together: one start's wait)."""
     directory = tmp_path_factory.mktemp("registries")
-    started = start_registries(["A", "B"], directory)
+    started = start_registries(["A", "B", "C"], directory)
     try:
         yield started
     finally:
-        assert set(stop_registries(directory)) == {"A", "B"}
+        assert set(stop_registries(directory)) == {"A", "B", "C"}
         assert not any(r.is_running() for r in started.values())
 
 
@@ -174,6 +185,10 @@ def test_records_decode_on_the_target_through_its_registry_exactly_once(
     topics = {kind: f"{topic_name}-{kind}" for kind in ("avro", "proto", "json", "plain")}
     for topic in topics.values():
         create_topic(a, topic, PARTITIONS)
+    # A subject with a compatibility level of its own: the level follows it to B.
+    json_subject = f"{topics['json']}-value"
+    source.register_schema(json_subject, Schema(json.dumps(JSON_SCHEMA), "JSON"))
+    source.set_compatibility(json_subject, "FORWARD")
     config = load_config(
         write_config(
             tmp_path,
@@ -266,6 +281,7 @@ def test_records_decode_on_the_target_through_its_registry_exactly_once(
     # own subject.
     assert target.get_versions(f"A.{topics['avro']}-value") == [1, 2]
     assert "ferrytest/money.proto" in target.get_subjects()
+    assert target.get_compatibility(f"A.{json_subject}") == "FORWARD"
     stats = FlowState(tmp_path / "state" / "A-to-B").stats()["partitions"]
     plain_unchanged = sum(
         stats[f"{topics['plain']}:{p}"].get("schema_unchanged", 0) for p in range(PARTITIONS)
@@ -279,77 +295,129 @@ def test_records_decode_on_the_target_through_its_registry_exactly_once(
     assert translated == expected["avro"] + expected["proto"] + expected["json"]
 
 
-def test_a_registry_that_stops_answering_holds_the_copy_and_it_resumes(
+def test_a_registry_that_stops_answering_holds_only_its_partitions_and_they_resume(
     kafka_clusters: dict[str, LocalCluster],
     registries: dict[str, RegistryProcess],
     topic_name: str,
     tmp_path: Path,
     spark: Any,
 ) -> None:
-    """B's registry frozen (SIGSTOP: a hung registry) while a record with a new schema waits:
-    nothing is written with an unmapped id, the run says which registry holds the copy, and
-    once the registry answers again every record arrives once and decodes on B."""
+    """B's registry frozen (SIGSTOP: a hung registry), then A's stopped by pid and started
+    again, each while records with a new schema wait: nothing is written with an unmapped
+    id, the run names the registry and the held partition, the plain records of the same bin
+    are copied meanwhile, and once the registry answers the held records arrive once and
+    decode on B."""
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     source, target = _client(registries["A"]), _client(registries["B"])
     topic, remote = f"{topic_name}-held", f"A.{topic_name}-held"
+    plain_topic, plain_remote = f"{topic_name}-free", f"A.{topic_name}-free"
     create_topic(a, topic, PARTITIONS)
+    create_topic(a, plain_topic, PARTITIONS)
     config = load_config(
         write_config(
             tmp_path,
             kafka_clusters,
-            topics=topic,
+            topics=f"{topic}|{plain_topic}",
             **{
                 "exactly.once.source.support": "enabled",
+                "ferry.bins": 1,  # the held partitions and the plain ones in one task
                 "A.schema.registry.url": registries["A"].url,
                 "B.schema.registry.url": registries["B"].url,
-                "B.schema.registry.timeout": 2,  # a frozen registry is found out quickly
+                "A.schema.registry.timeout": 2,  # a registry down is found out quickly
+                "B.schema.registry.timeout": 2,
             },
         )
     )
-    held_v1 = {**AVRO_V1, "name": "Held"}
-    held_v2 = {**AVRO_V2, "name": "Held"}
-    first = [{"id": i, "item": f"first-{i}"} for i in range(20)]
-    later = [{"id": 100 + i, "item": f"later-{i}", "note": "v2"} for i in range(20)]
+    versions = [
+        {**AVRO_V1, "name": "Held"},
+        {**AVRO_V2, "name": "Held"},
+        {**AVRO_V2, "name": "Held", "fields": [*AVRO_V2["fields"], _field("extra")]},
+    ]
+    batches = [
+        [{"id": 100 * n + i, "item": f"b{n}-{i}", "note": "n", "extra": "e"} for i in range(20)]
+        for n in range(3)
+    ]
+    for n, fields in enumerate(versions):  # each batch as its own version writes it
+        names = {f["name"] for f in fields["fields"]}  # type: ignore[index]
+        batches[n] = [{k: v for k, v in o.items() if k in names} for o in batches[n]]
     ctx = SerializationContext(topic, MessageField.VALUE)
     notices: list[str] = []
-    frozen = registries["B"]
+    frozen, stopped = registries["B"], registries["A"]
+    plain = [f"free-{i}".encode() for i in range(20)]
+
+    def held(registry: RegistryProcess, partitions: int) -> bool:
+        said = [n for n in notices if "partition held" in n and registry.url in n]
+        return len({p for p in range(PARTITIONS) for n in said if f"partition {p} " in n}) == (
+            partitions
+        )
+
+    def outage(registry: RegistryProcess, n: int, encoded: list[bytes], end: Any) -> None:
+        """Records of version n wait while `registry` is down; plain ones are copied."""
+        before = sum(len(x) for x in batches[:n])
+        _produce(a, topic, encoded)
+        _produce(a, plain_topic, plain[10 * (n - 1) : 10 * n])
+        try:
+            wait_for(lambda: _count(b, plain_remote) == 10 * n, 120, "plain records copied")
+            wait_for(
+                lambda: held(registry, PARTITIONS),
+                120,
+                f"both partitions said held on the registry ({registry.url})",
+            )
+            assert _count(b, remote) == before, f"copied without {registry.url}"
+        finally:
+            end()
+        wait_for(
+            lambda: _count(b, remote) == before + len(encoded),
+            120,
+            f"{remote}: the held records copied once {registry.url} answers",
+        )
 
     def meanwhile() -> None:
-        serialize = AvroSerializer(source, json.dumps(held_v1))
-        _produce(a, topic, [serialize(o, ctx) for o in first])
-        wait_for(lambda: _count(b, remote) == len(first), 120, f"{remote}: first copies")
+        serialize = AvroSerializer(source, json.dumps(versions[0]))
+        _produce(a, topic, [serialize(o, ctx) for o in batches[0]])
+        wait_for(lambda: _count(b, remote) == len(batches[0]), 120, f"{remote}: first copies")
         os.kill(frozen.pid, signal.SIGSTOP)
-        try:
-            serialize = AvroSerializer(source, json.dumps(held_v2))  # a new id on A
-            _produce(a, topic, [serialize(o, ctx) for o in later])
-            wait_for(
-                lambda: any(frozen.url in n for n in notices),
-                180,
-                f"a notice naming the registry that holds the copy ({frozen.url})",
-            )
-            assert _count(b, remote) == len(first), "copied without B's registry"
-        finally:
-            os.kill(frozen.pid, signal.SIGCONT)
-        wait_for(
-            lambda: _count(b, remote) == len(first) + len(later),
-            240,
-            f"{remote}: the held records copied once the registry answers",
+        serialize = AvroSerializer(source, json.dumps(versions[1]))  # a new id on A
+        outage(
+            frozen,
+            1,
+            [serialize(o, ctx) for o in batches[1]],
+            lambda: os.kill(frozen.pid, signal.SIGCONT),
         )
+        serialize = AvroSerializer(source, json.dumps(versions[2]))  # registered on A now
+        encoded = [serialize(o, ctx) for o in batches[2]]
+        stopped.stop()  # by its pid
+
+        def start_again() -> None:
+            registries["A"] = restart_registry(Path(stopped.directory).parent, "A")
+
+        outage(stopped, 2, encoded, start_again)
 
     run_beside(Runner(config, spark=spark, on_notice=notices.append), meanwhile)
 
-    held = next(n for n in notices if frozen.url in n)
-    assert "schema registry did not answer" in held and f"topic '{topic}'" in held, held
+    for registry in (frozen, stopped):
+        said = next(n for n in notices if "partition held" in n and registry.url in n)
+        assert "schema registry did not answer" in said and f"topic '{topic}'" in said, said
+        assert any("answers again" in n and registry.url in n for n in notices), notices
     decode = AvroDeserializer(target)
     records = _read(b, remote)
-    f, s = _in_order(first), _in_order(later)
+    written = [_in_order(batch) for batch in batches]
     for p in range(PARTITIONS):
         origins = [Origin.from_bytes(dict(m.headers())["ferry.origin"]).offset for m in records[p]]
-        assert origins == list(range(len(f[p]) + len(s[p]))), f"{remote} partition {p}"
+        expected = [o for w in written for o in w[p]]
+        assert origins == list(range(len(expected))), f"{remote} partition {p}"
         decoded = [
             decode(m.value(), SerializationContext(remote, MessageField.VALUE)) for m in records[p]
         ]
-        assert decoded == f[p] + s[p]
+        assert decoded == expected
+    copied = _read(b, plain_remote)
+    assert [m.value() for p in range(PARTITIONS) for m in copied[p]] == [
+        v for p in range(PARTITIONS) for v in _in_order(plain)[p]
+    ]
+
+
+def _field(name: str) -> dict[str, Any]:
+    return {"name": name, "type": "string", "default": ""}
 
 
 def test_a_group_failed_over_to_the_target_decodes_from_its_position(
@@ -387,7 +455,7 @@ def test_a_group_failed_over_to_the_target_decodes_from_its_position(
     )
     run_once(config, spark)
 
-    result = run_ferry("failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B")
+    result = run_ferry("failover", "group", "-c", str(config), group, "--from", "A", "--to", "B")
     assert result.returncode == 0, result.stderr
     positions = committed_offsets(b, group)
     assert set(positions) == {(remote, p) for p in range(PARTITIONS)}
@@ -400,3 +468,126 @@ def test_a_group_failed_over_to_the_target_decodes_from_its_position(
             decode(m.value(), SerializationContext(remote, MessageField.VALUE)) for m in left
         ]
         assert decoded == written[p][consumed[(topic, p)] :], f"{remote} partition {p}"
+
+
+def _decoded(bootstrap: str, topic: str, registry: SchemaRegistryClient) -> dict[int, list[Any]]:
+    """Every record of `topic` decoded through `registry`, per partition."""
+    decode = AvroDeserializer(registry)
+    return {
+        p: [decode(m.value(), SerializationContext(topic, MessageField.VALUE)) for m in msgs]
+        for p, msgs in _read(bootstrap, topic).items()
+    }
+
+
+def _registered(registry: SchemaRegistryClient) -> dict[str, list[int]]:
+    return {subject: registry.get_versions(subject) for subject in registry.get_subjects()}
+
+
+def test_active_active_and_failback_decode_on_each_side_with_no_registration_loop(
+    kafka_clusters: dict[str, LocalCluster],
+    registries: dict[str, RegistryProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+) -> None:
+    """A<->B under the identity policy, each direction a `ferry run --once` in turn (as a
+    failover to B and the failback to A run them): records written on each side through its
+    own registry arrive on the other and decode there through that side's registry, so a
+    record written on B after a failover decodes on A after the failback; a second A->B
+    copies and registers nothing: neither flow registers the other's copies back."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    on_a, on_b = _client(registries["A"]), _client(registries["B"])
+    topic = f"{topic_name}-aa"
+    for bootstrap in (a, b):
+        create_topic(bootstrap, topic, PARTITIONS)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    written_a = [{"id": i, "item": f"a-{i}"} for i in range(30)]
+    written_b = [{"id": 500 + i, "item": f"b-{i}", "note": "on B"} for i in range(30)]
+    serialize_a = AvroSerializer(on_a, json.dumps({**AVRO_V1, "name": "Both"}))
+    serialize_b = AvroSerializer(on_b, json.dumps({**AVRO_V2, "name": "Both"}))
+    _produce(a, topic, [serialize_a(o, ctx) for o in written_a])
+    _produce(b, topic, [serialize_b(o, ctx) for o in written_b])
+    ab, ba = flow_configs(
+        tmp_path,
+        kafka_clusters,
+        ("A->B", "B->A"),
+        topics=topic,
+        **{
+            "replication.policy.class": "IdentityReplicationPolicy",
+            "exactly.once.source.support": "enabled",
+            "A.schema.registry.url": registries["A"].url,
+            "B.schema.registry.url": registries["B"].url,
+        },
+    )
+    run_in_order([ab, ba], spark)
+    subject = f"{topic}-value"
+    after = {"A": _registered(on_a), "B": _registered(on_b)}
+    # Each side: its own writer's version, and the other's copied in (identity: one subject).
+    assert after["A"][subject] == [1, 2] and after["B"][subject] == [1, 2], after
+    mine, theirs = _in_order(written_a), _in_order(written_b)
+    expected = {
+        "A": {p: mine[p] + theirs[p] for p in range(PARTITIONS)},
+        "B": {p: theirs[p] + mine[p] for p in range(PARTITIONS)},
+    }
+    for side, bootstrap, registry in (("A", a, on_a), ("B", b, on_b)):
+        assert _decoded(bootstrap, topic, registry) == expected[side], f"{topic} on {side}"
+    records = _read(b, topic)
+    for p in range(PARTITIONS):  # A's copies on B: B's ids, A's id in the header
+        copies = records[p][len(theirs[p]) :]
+        assert {dict(m.headers())["ferry.schema.id.value"] for m in copies} == {
+            str(schema_id(serialize_a(written_a[0], ctx))).encode()
+        }
+
+    run_in_order([ab], spark)  # B's copies on A are not copied back, nor registered on B
+    assert {"A": _registered(on_a), "B": _registered(on_b)} == after
+    assert _decoded(b, topic, on_b) == expected["B"]
+
+
+def test_a_chain_translates_at_every_hop_and_keeps_the_first_id(
+    kafka_clusters: dict[str, LocalCluster],
+    cluster_c: dict[str, LocalCluster],
+    registries: dict[str, RegistryProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+) -> None:
+    """A->B->C: each hop registers the schema in its own target's registry under the remote
+    topic's subject and rewrites the id to that registry's; C's copies decode through C's
+    registry and carry A's id in the header, as `ferry.origin` carries A."""
+    clusters = {**kafka_clusters, **cluster_c}
+    a, c = clusters["A"].bootstrap, clusters["C"].bootstrap
+    on_a, on_b, on_c = (_client(registries[x]) for x in ("A", "B", "C"))
+    topic = f"{topic_name}-chain"
+    create_topic(a, topic, PARTITIONS)
+    # B and C hold schemas of their own: no hop's ids are free to line up by chance.
+    for n, registry in enumerate((on_b, on_b, on_c)):
+        local = {"type": "enum", "name": f"Chain{n}", "symbols": ["X"]}
+        registry.register_schema(f"{topic}-local-{n}-value", Schema(json.dumps(local), "AVRO"))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serialize = AvroSerializer(on_a, json.dumps({**AVRO_V1, "name": "Chained"}))
+    written = [{"id": i, "item": f"chain-{i}"} for i in range(30)]
+    encoded = [serialize(o, ctx) for o in written]
+    _produce(a, topic, encoded)
+    hops = flow_configs(
+        tmp_path,
+        clusters,
+        ("A->B", "B->C"),
+        topics=f"{topic}|A\\.{topic}",
+        **{
+            "exactly.once.source.support": "enabled",
+            **{f"{x}.schema.registry.url": registries[x].url for x in ("A", "B", "C")},
+        },
+    )
+    run_in_order(hops, spark)
+
+    on_c_topic = f"B.A.{topic}"
+    assert _decoded(c, on_c_topic, on_c) == _in_order(written)
+    first = schema_id(encoded[0])
+    b_id = on_b.get_latest_version(f"A.{topic}-value").schema_id
+    c_id = on_c.get_latest_version(f"{on_c_topic}-value").schema_id
+    assert len({first, b_id, c_id}) == 3, (first, b_id, c_id)  # translated at each hop
+    for msgs in _read(c, on_c_topic).values():
+        for m in msgs:
+            assert schema_id(m.value()) == c_id
+            assert dict(m.headers())["ferry.schema.id.value"] == str(first).encode()
+            assert Origin.from_bytes(dict(m.headers())["ferry.origin"]).alias == "A"

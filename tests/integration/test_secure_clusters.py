@@ -94,9 +94,7 @@ def _fail_over(
 ) -> None:
     """`ferry failover` of `group` from A to B: a fresh remote topic takes the source's
     offsets one for one."""
-    failover = run_ferry(
-        "failover", "-c", str(config), "--group", group, "--from", "A", "--to", "B"
-    )
+    failover = run_ferry("failover", "group", "-c", str(config), group, "--from", "A", "--to", "B")
     assert failover.returncode == 0, failover.stdout + failover.stderr
     expected = {(f"A.{topic}", p): offset for (topic, p), offset in positions.items()}
     assert committed(pair.admin("B"), group, list(expected)) == expected

@@ -1,5 +1,5 @@
 """A Spark Structured Streaming query reading Kafka, failed over to the replica by rewriting its
-checkpoint (`ferry failover --spark-checkpoint`), then failed back: every acknowledged record
+checkpoint (`ferry failover spark-checkpoint`), then failed back: every acknowledged record
 lands in its exactly-once file sink once, by id.
 
 The source is a cluster of this module's own (P), really stopped; the target is the session's
@@ -247,7 +247,7 @@ def test_a_spark_query_fails_over_to_the_copies_and_back_reading_each_record_onc
 def run_ferry_failover(
     config: Path, checkpoint: Path, output: Path, source: str, target: str, *extra: str
 ) -> dict[str, Any]:
-    """`ferry failover --spark-checkpoint` through the command's body, as the CLI calls it."""
+    """`ferry failover spark-checkpoint` through the command's body, as the CLI calls it."""
     from ferry.cli.common import load
     from ferry.cli.spark_checkpoint_command import spark_checkpoint_failover
 

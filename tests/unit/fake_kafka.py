@@ -307,3 +307,25 @@ class FakeProducer:
                 callback(err, message)
             served += 1
         return served
+
+
+class TopicIdAdmin:
+    """Stands in for the source's AdminClient where the planner asks for topic ids
+    (`describe_topics`): every topic asked for is described, with the id `ids` gives it or a
+    fixed one, at once; a planner given none makes a real client that waits out its timeout
+    on an address that does not answer."""
+
+    def __init__(self, ids: dict[str, str] | None = None) -> None:
+        self.ids = ids or {}
+
+    def describe_topics(self, topics: Any, request_timeout: float = 0) -> dict[str, Any]:
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        described: dict[str, Any] = {}
+        for name in topics.topic_names:
+            future: Future[Any] = Future()
+            topic_id = self.ids.get(name, f"id-of-{name}")
+            future.set_result(SimpleNamespace(name=name, topic_id=topic_id))
+            described[name] = future
+        return described

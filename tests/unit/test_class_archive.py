@@ -83,18 +83,24 @@ def test_temporary_archives_of_dead_runs_are_removed(tmp_path: Path) -> None:
 
 
 class _Proc:
-    def __init__(self, code: int, writes: Path | None) -> None:
+    def __init__(self, code: int, writes: Path | None, busy: bool = False) -> None:
         self.code, self.writes, self.stdin_closed = code, writes, False
         self.stdin = self
+        self.busy, self.killed = busy, False  # busy: still writing when the wait ends
 
     def close(self) -> None:
         self.stdin_closed = True
 
+    def kill(self) -> None:
+        self.killed = True
+
     def wait(self, timeout: float) -> int:
         assert self.stdin_closed, "the JVM exits (and writes) only once its stdin is closed"
         if self.writes is not None:
-            self.writes.write_bytes(b"archive")
-        return self.code
+            self.writes.write_bytes(b"archive" if not self.busy else b"half an archive")
+        if self.busy and not self.killed:
+            raise subprocess.TimeoutExpired("java", timeout)
+        return self.code if not self.killed else -9
 
 
 class _Spark:
@@ -117,6 +123,31 @@ def test_finish_keeps_the_archive_only_after_a_clean_exit(tmp_path: Path) -> Non
     clean = _Spark(_Proc(0, plan.pending))
     assert plan.finish(clean) is True
     assert plan.final.read_bytes() == b"archive" and not plan.pending.exists()
+
+
+def test_a_jvm_still_writing_when_the_wait_ends_is_ended_and_its_archive_dropped(
+    tmp_path: Path,
+) -> None:
+    plan = plan_archive(tmp_path, "k1", create=True)
+    assert plan is not None and plan.pending is not None
+    proc = _Proc(0, plan.pending, busy=True)
+    assert plan.finish(_Spark(proc), timeout=0.01) is False
+    assert proc.killed
+    assert not plan.pending.exists() and not plan.final.exists()
+
+
+def test_a_run_stopped_by_a_signal_does_not_wait_for_the_write(tmp_path: Path) -> None:
+    from ferry.engine.runner import Runner
+
+    plan = plan_archive(tmp_path, "k1", create=True)
+    assert plan is not None and plan.pending is not None
+    stopped = _Proc(0, plan.pending, busy=True)  # would outlast any wait
+    Runner._finish_class_archive(plan, _Spark(stopped), lambda: True)  # type: ignore[arg-type]
+    assert stopped.killed and not plan.pending.exists() and not plan.final.exists()
+
+    ended = _Proc(0, plan.pending)  # a run that ended by itself waits and keeps it
+    Runner._finish_class_archive(plan, _Spark(ended), lambda: False)  # type: ignore[arg-type]
+    assert not ended.killed and plan.final.read_bytes() == b"archive"
 
 
 def test_writing_a_new_archive_keeps_only_the_most_recently_used_ones(tmp_path: Path) -> None:

@@ -59,10 +59,11 @@ def _check_every_command_and_option(application: typer.Typer) -> dict[str, str]:
         heading = " ".join(("ferry", *path))
         assert heading in sections, f"{heading} has no section"
         for param in command.get_params(context):
-            if param.name == "help":
-                continue
+            if param.name == "help" or getattr(param, "hidden", False):
+                continue  # hidden: kept for an old spelling, not to be shown (ferry failover)
             for name in (*param.opts, *param.secondary_opts):
-                shown = f"`{name.upper()}`" if param.param_type_name == "argument" else f"`{name}`"
+                argument = (param.metavar or name).upper()  # as the page shows it
+                shown = f"`{argument}`" if param.param_type_name == "argument" else f"`{name}`"
                 assert shown in sections[heading], f"{heading}: {name} is not on the page"
     return sections
 
@@ -71,6 +72,8 @@ def test_every_command_group_and_option_of_the_app_has_its_place_on_the_page() -
     sections = _check_every_command_and_option(app)
     assert "ferry local spark up" in sections and "ferry flows restart" in sections
     assert "`--secure` / `--no-secure`" in sections["ferry demo"]
+    assert "`--flow`" not in sections["ferry failover"]  # the old spelling's hidden options
+    assert "`A->B`" in sections["ferry failover flow"]
 
 
 def test_a_command_added_to_the_app_appears_with_its_options() -> None:

@@ -10,6 +10,7 @@ from ferry.tasks.control_plane import ControlPlane
 ALL = [
     "A->B heartbeats",
     "A->B topic ACLs",
+    "A->B remote topic protection",
     "A->B topic configs",
     "A->B checkpoints",
     "A->B consumer timestamps",
@@ -64,3 +65,11 @@ def test_each_task_off_by_its_flag_or_a_zero_interval(
             assert p.tasks == [t for t in ALL if t not in gone], settings
         finally:
             p.stop()
+
+
+def test_remote_topic_protection_off_by_its_flag() -> None:
+    p = plane(protect_remote_topics=False)
+    try:
+        assert p.tasks == [t for t in ALL if t != "A->B remote topic protection"]
+    finally:
+        p.stop()

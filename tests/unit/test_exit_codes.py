@@ -39,5 +39,5 @@ def test_the_codes_named_in_the_code_mean_what_the_table_says() -> None:
     table = _table()
     assert "ferry doctor" in table[EXIT_ERRORS] and "stops replication" in table[EXIT_ERRORS]
     assert "ferry doctor" in table[EXIT_WARNINGS] and "warnings" in table[EXIT_WARNINGS]
-    assert "ferry failover --flow" in table[EXIT_SKIPPED]
+    assert "ferry failover flow" in table[EXIT_SKIPPED]
     assert "interrupted" in table[130]

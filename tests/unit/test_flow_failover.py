@@ -1,4 +1,4 @@
-"""`ferry failover --flow`: which groups, what to do with each, the report and its exit code,
+"""`ferry failover flow`: which groups, what to do with each, the report and its exit code,
 the recovery point's wording, the API's request shape. No broker: plans are built by hand."""
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ferry.offsets.flow_failover import (
 from ferry.offsets.groups import GroupState, group_filter
 from ferry.offsets.recovery_point import RecoveryPoint, TopicPoint
 from ferry.offsets.translation import Position
-from tests.ferry_cli import run_ferry
 
 CONFIG = (
     "clusters:\n  A: {bootstrap.servers: '127.0.0.1:1'}\n  B: {bootstrap.servers: '127.0.0.1:2'}\n"
@@ -203,21 +202,7 @@ def test_the_recovery_point_says_what_the_target_proves_when_the_source_is_lost(
     assert nothing.statement() == "B holds no copy of any record of A"
 
 
-# --- the command line and the API -----------------------------------------------------------
-
-
-def test_flow_excludes_group_from_to_and_by_timestamp(tmp_path: Path) -> None:
-    config = str(_config(tmp_path))
-    both = run_ferry("failover", "-c", config, "--flow", "A->B", "--group", "g")
-    assert both.returncode == 2 and "--flow names the clusters and the groups" in both.stderr
-    neither = run_ferry("failover", "-c", config, "--from", "A", "--to", "B")
-    assert neither.returncode == 2 and "give --group with --from and --to" in neither.stderr
-    groups_alone = run_ferry(
-        "failover", "-c", config, "--group", "g", "--from", "A", "--to", "B", "--groups", "x"
-    )
-    assert groups_alone.returncode == 2
-    bad = run_ferry("failover", "-c", config, "--flow", "A->B", "--groups", "orders(")
-    assert bad.returncode == 1 and "--groups orders(: not a regular expression" in bad.stderr
+# --- the API (the command line: test_cli_failover.py) ---------------------------------------------
 
 
 def test_the_api_takes_a_flow_or_a_group_never_both(tmp_path: Path) -> None:
@@ -251,7 +236,7 @@ def test_the_api_takes_a_flow_or_a_group_never_both(tmp_path: Path) -> None:
 
 
 def test_the_text_report_prints_groups_and_topics_verbatim() -> None:
-    from ferry.cli.offsets_commands import _print_flow_report
+    from ferry.cli.failover_commands import _print_flow_report
     from ferry.terminal.console import err, out
 
     plan = _plan({0: 10}, {})
@@ -285,3 +270,76 @@ def test_the_text_report_prints_groups_and_topics_verbatim() -> None:
     )
     assert text.rstrip().endswith("dry run: nothing was committed")
     assert "note: cluster A (127.0.0.1:1) is unreachable" in errors.get()
+
+
+def test_groups_are_planned_side_by_side_and_reported_in_order() -> None:
+    """Up to CONCURRENT_GROUPS at a time; answers in the items' order whatever order they
+    finished in."""
+    import threading
+    import time
+
+    from ferry.offsets import flow_failover
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02 * (i % 3))  # finish out of order
+        with lock:
+            running[0] -= 1
+        return i * 10
+
+    items = list(range(40))
+    assert flow_failover._side_by_side(work, items) == [i * 10 for i in items]
+    assert 1 < most[0] <= flow_failover.CONCURRENT_GROUPS
+
+
+def test_side_by_side_raises_the_first_failure_in_order() -> None:
+    from ferry.offsets import flow_failover
+
+    def work(i: int) -> int:
+        if i in (5, 9):
+            raise ValueError(f"item {i}")
+        return i
+
+    with pytest.raises(ValueError, match="item 5"):
+        flow_failover._side_by_side(work, list(range(20)))
+
+
+def test_a_source_refusing_every_connection_is_given_up_after_the_probe() -> None:
+    """Decided once, fast: every broker refuses (nothing listens on port 1), so the source is
+    taken for lost after PROBE_SECONDS, not after the whole timeout."""
+    import time
+
+    from ferry.config.model import ClusterConfig
+    from ferry.errors import KafkaUnavailableError
+    from ferry.offsets import flow_failover
+
+    began = time.monotonic()
+    with pytest.raises(KafkaUnavailableError) as caught:
+        flow_failover._listed(ClusterConfig(alias="A", bootstrap_servers="127.0.0.1:1"), 30.0)
+    assert caught.value.cluster == "A"
+    assert time.monotonic() - began < 3 * flow_failover.PROBE_SECONDS + 1
+
+
+def test_checkpoints_by_group_follow_tombstones() -> None:
+    """A group's checkpoints are found by group (no scan of all); a tombstone removes one,
+    and a group with none left is no longer listed."""
+    from ferry.config.model import ClusterConfig
+    from ferry.kafka.mm2_records import Checkpoint
+    from ferry.offsets.stores import CheckpointStore
+
+    store = CheckpointStore(ClusterConfig(alias="B", bootstrap_servers="127.0.0.1:2"), "t")
+    for group, partition in (("g1", 1), ("g1", 0), ("g2", 0)):
+        store.remember(Checkpoint(group, "orders", partition, 10 + partition, 20))
+    store.remember(Checkpoint("g1", "orders", 1, 15, 25))  # newer, replaces
+    assert store.groups() == ["g1", "g2"]
+    assert [(c.partition, c.upstream_offset) for c in store.of_group("g1")] == [(0, 10), (1, 15)]
+    store._forget("g2", "orders", 0)
+    assert store.groups() == ["g1"]
+    assert store.of_group("g2") == []
+    assert store.latest("g2", "orders", 0) is None
+    store.close()

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from ferry.config.model import ClusterConfig
-from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
+from ferry.engine.copy.lease import (
+    LeaseTerms,
+    run_lease,
+    start_positions,
+    with_source_ids,
+)
 from ferry.engine.copy.progress import LeaseCommitter
 from ferry.engine.copy.types import EARLIEST, OPEN, CopyRange, PartitionResult, Slice
 from ferry.errors import ReplicationError
@@ -23,7 +29,7 @@ def _never_asked(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int
 def test_a_lease_starts_at_the_committed_position_or_the_earliest_record() -> None:
     ranges = [*RANGES, CopyRange("orders", 1, EARLIEST, OPEN, "A.orders", 1_000_000)]
     positions, notices = start_positions(
-        ranges, {("A.orders", 0): 42}, {("orders", 0): 50}, _never_asked
+        ranges, {("A.orders", 0): (42, "")}, {("orders", 0): 50}, _never_asked
     )
     assert positions == {("orders", 0): 42, ("orders", 1): EARLIEST}
     assert notices == []
@@ -39,7 +45,7 @@ def test_a_position_beyond_the_source_end_now_means_a_recreated_topic_copied_fro
         return {("orders", 0): 35}
 
     positions, notices = start_positions(
-        RANGES, {("A.orders", 0): 900}, {("orders", 0): 30}, source_ends
+        RANGES, {("A.orders", 0): (900, "")}, {("orders", 0): 30}, source_ends
     )
     assert asked == [[("orders", 0)]]
     assert positions == {("orders", 0): EARLIEST}
@@ -52,10 +58,58 @@ def test_a_position_beyond_the_source_end_now_means_a_recreated_topic_copied_fro
 def test_a_position_beyond_the_planned_end_but_not_the_end_now_is_kept() -> None:
     # A retried attempt: the failed one committed past the ends seen when the lease was planned.
     positions, notices = start_positions(
-        RANGES, {("A.orders", 0): 3600}, {("orders", 0): 3197}, lambda _tps: {("orders", 0): 3650}
+        RANGES,
+        {("A.orders", 0): (3600, "")},
+        {("orders", 0): 3197},
+        lambda _tps: {("orders", 0): 3650},
     )
     assert positions == {("orders", 0): 3600}
     assert notices == []
+
+
+OLD_ID, NEW_ID = "Zm9vYmFyYmF6cXV4MDEyMw", "cXV4YmF6YmFyZm9vMzIxMA"
+
+
+def test_a_position_in_another_topic_of_the_same_name_starts_the_new_one_at_its_start() -> None:
+    # The new topic already holds more than the old position, so its end cannot tell: the id.
+    ranges = [replace(r, topic_id=NEW_ID) for r in RANGES]
+    positions, notices = start_positions(
+        ranges, {("A.orders", 0): (40, OLD_ID)}, {("orders", 0): 900}, _never_asked
+    )
+    assert positions == {("orders", 0): EARLIEST}
+    assert notices == [
+        f"orders partition 0: ferry's position 40 is in topic id {OLD_ID}, the topic's id is "
+        f"{NEW_ID} now: deleted and re-created; copying it from its start"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("planned", "committed"),
+    [(NEW_ID, NEW_ID), ("", OLD_ID), (NEW_ID, "")],
+    ids=["same", "planned-unknown", "committed-unknown"],
+)
+def test_a_position_in_the_same_topic_or_one_whose_id_is_not_known_is_kept(
+    planned: str, committed: str
+) -> None:
+    ranges = [replace(r, topic_id=planned) for r in RANGES]
+    positions, notices = start_positions(
+        ranges, {("A.orders", 0): (40, committed)}, {("orders", 0): 900}, _never_asked
+    )
+    assert positions == {("orders", 0): 40} and notices == []
+
+
+def test_a_lease_copies_with_the_ids_its_topics_have_now_where_the_source_gave_them() -> None:
+    # A retried task holds the plan's ranges: planned before the topic was re-created.
+    ranges = [
+        CopyRange("orders", 0, EARLIEST, OPEN, "A.orders", 1_000_000, OLD_ID),
+        CopyRange("payments", 0, EARLIEST, OPEN, "A.payments", 1_000_000, OLD_ID),
+    ]
+    now = with_source_ids(ranges, {"orders": NEW_ID, "payments": ""})
+    assert [r.topic_id for r in now] == [NEW_ID, OLD_ID]
+    positions, notices = start_positions(
+        now, {("A.orders", 0): (40, OLD_ID)}, {("orders", 0): 900}, _never_asked
+    )
+    assert positions[("orders", 0)] == EARLIEST and len(notices) == 1
 
 
 class FakeLoop:

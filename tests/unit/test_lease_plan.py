@@ -26,6 +26,7 @@ from ferry.engine.plan.leases import lags, lease_rows, lease_weights, read_count
 from ferry.engine.plan.remote_topics import RemoteTopic
 from ferry.engine.spark.source import RANGE_FIELDS, Planner
 from ferry.policy import policy_for
+from tests.unit.fake_kafka import TopicIdAdmin
 
 # --- pure steps ---------------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ def planner(tmp_path: Path) -> tuple[Planner, CountingManager]:
     planner = Planner(FlowSpec.of(config, flow, leased=True))
     manager = CountingManager()
     planner._manager = manager  # type: ignore[assignment]
+    planner._source_admin = TopicIdAdmin()  # type: ignore[assignment]
     return planner, manager
 
 

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from ferry.engine.copy.exactly_once import committed_positions
+from ferry.engine.copy.exactly_once import (
+    committed_positions,
+    committed_progress,
+    verified_progress,
+)
 from ferry.engine.copy.lease import start_positions
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.types import CopyContext, CopyRange
@@ -26,6 +30,7 @@ class Answer:  # what librdkafka's committed() gives per partition
     partition: int
     offset: int
     error: KafkaError | None = None
+    metadata: str | None = None
 
 
 class Progress:
@@ -39,6 +44,37 @@ class Progress:
 def test_positions_by_remote_partition_and_none_yet_as_is() -> None:
     progress = Progress([Answer("A.orders", 0, 42), Answer("A.orders", 1, -1001)])
     assert committed_positions(progress, WORK, CTX) == {("A.orders", 0): 42, ("A.orders", 1): -1001}
+
+
+def test_the_topic_id_committed_beside_a_position_is_read_with_it() -> None:
+    progress = Progress(
+        [Answer("A.orders", 0, 42, metadata="topic-id=abc"), Answer("A.orders", 1, 7, metadata="")]
+    )
+    assert committed_progress(progress, WORK, CTX) == {
+        ("A.orders", 0): (42, "abc"),
+        ("A.orders", 1): (7, ""),
+    }
+
+
+def test_a_position_in_a_known_topic_is_not_resumed_while_the_topic_id_now_is_not_known() -> None:
+    ranges = [
+        CopyRange("orders", 0, 0, 100, "A.orders", 1_048_588, "abc"),
+        CopyRange("orders", 1, 0, 100, "A.orders", 1_048_588),  # the source did not say
+    ]
+    progress = Progress(
+        [
+            Answer("A.orders", 0, 42, metadata="topic-id=abc"),
+            Answer("A.orders", 1, 7, metadata="topic-id=abc"),
+        ]
+    )
+    with pytest.raises(KafkaUnavailableError) as raised:
+        verified_progress(progress, ranges, CTX)
+    assert "topic orders" in str(raised.value) and "partition 1" in str(raised.value)
+    # Committed without an id (an older ferry, by hand): nothing to verify, resumed.
+    progress = Progress(
+        [Answer("A.orders", 0, 42, metadata="topic-id=abc"), Answer("A.orders", 1, 7)]
+    )
+    assert verified_progress(progress, ranges, CTX)[("A.orders", 1)] == (7, "")
 
 
 def test_a_partition_answered_with_an_error_names_it_and_fails() -> None:
@@ -104,7 +140,7 @@ def test_a_partition_the_source_no_longer_has_is_left_out_and_its_position_kept(
     ]
     positions, notices = start_positions(
         ranges,
-        {("A.gone", 0): 150, ("A.orders", 1): 120},  # both copied past the planned ends
+        {("A.gone", 0): (150, ""), ("A.orders", 1): (120, "")},  # both past the planned ends
         {("gone", 0): 100, ("orders", 1): 100},
         lambda tps: high_watermarks(Deleted(code), tps, CTX),
     )

@@ -27,3 +27,13 @@ def test_down_stops_only_what_the_state_file_names(tmp_path: Path) -> None:
     assert stop_registries(tmp_path) == []  # its pid is no registry: nothing was stopped
     assert not (tmp_path / "registries.json").exists()
     assert read_registries(tmp_path) == {}
+
+
+def test_restarting_a_registry_not_recorded_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from ferry.errors import LocalClusterError
+    from ferry.local.schema_registry import restart_registry
+
+    with pytest.raises(LocalClusterError, match="no schema registry of A"):
+        restart_registry(tmp_path, "A")

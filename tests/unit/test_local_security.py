@@ -133,7 +133,11 @@ def test_rows_of_a_part_the_flow_turned_off_are_not_needed_and_only_copy_rows_st
     from ferry.config.model import FlowConfig
 
     quiet_source = FlowConfig(
-        source="A", target="B", emit_heartbeats_enabled=False, sync_topic_acls_enabled=False
+        source="A",
+        target="B",
+        emit_heartbeats_enabled=False,
+        sync_topic_acls_enabled=False,
+        protect_remote_topics=False,
     )
     needed = {
         (r.resource, r.name, r.operation) for r in FERRY_PERMISSIONS if r.needed(quiet_source)
@@ -141,6 +145,12 @@ def test_rows_of_a_part_the_flow_turned_off_are_not_needed_and_only_copy_rows_st
     assert ("TOPIC", "heartbeats", "WRITE") not in needed
     assert ("CLUSTER", "kafka-cluster", "ALTER") not in needed
     assert ("TOPIC", "*", "READ") in needed
+    # ALTER on the target's cluster: ACL sync's creates, or protection's DENYs; either needs it.
+    for flag in ("sync_topic_acls_enabled", "protect_remote_topics"):
+        one = quiet_source.model_copy(update={flag: True})
+        assert ("CLUSTER", "kafka-cluster", "ALTER") in {
+            (r.resource, r.name, r.operation) for r in FERRY_PERMISSIONS if r.needed(one)
+        }, flag
     assert all(r.needed(FlowConfig(source="A", target="B")) for r in FERRY_PERMISSIONS)
     stops = {(r.side, r.resource, r.operation) for r in FERRY_PERMISSIONS if r.stops}
     assert ("source", "TOPIC", "READ") in stops and ("target", "TOPIC", "WRITE") in stops

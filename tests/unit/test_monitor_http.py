@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -79,13 +80,33 @@ def test_healthz_says_ok_while_the_loop_is_alive_and_why_not_otherwise(
     assert _get(f"{base}/other")[0] == 404
 
 
+def test_metrics_come_gzipped_or_filtered_when_the_scraper_asks(
+    served: tuple[MonitorMetrics, list[tuple[bool, str]], str],
+) -> None:
+    metrics, _health, base = served
+    metrics.register_flow("A->B", "A", "B", 60)
+    plain = _get(f"{base}/metrics")[2]
+    request = urllib.request.Request(f"{base}/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.headers["Content-Encoding"] == "gzip"
+        assert gzip.decompress(response.read()).decode() == plain
+    status, _type, some = _get(f"{base}/metrics?name[]=ferry_sync_delay_alerts_total")
+    families = {f.name for f in text_string_to_metric_families(some)}
+    assert status == 200 and families == {"ferry_sync_delay_alerts"}
+    assert _get(f"{base}/")[0] == 404  # not the metrics on every path
+    assert _get(f"{base}/healthz?verbose=1")[::2] == (200, "ok\n")
+
+
 def test_the_server_listens_on_loopback_only() -> None:
     server = MetricsServer(MonitorMetrics().registry, lambda: (True, "ok"), port=0)
+    anywhere = MetricsServer(MonitorMetrics().registry, lambda: (True, "ok"), 0, "0.0.0.0")
     try:
         host, _port = server._server.server_address[:2]
         assert host == "127.0.0.1"
+        assert anywhere._server.server_address[0] == "0.0.0.0"  # --metrics-host 0.0.0.0
     finally:
         server.stop()
+        anywhere.stop()
 
 
 def _config() -> FerryConfig:

@@ -23,6 +23,7 @@ from ferry.engine.plan.remote_topics import RemoteTopic
 from ferry.engine.spark.source import Planner
 from ferry.errors import FerryError
 from ferry.policy import policy_for
+from tests.unit.fake_kafka import TopicIdAdmin
 
 
 class ChangingManager:
@@ -72,6 +73,7 @@ def _planner(tmp_path: Path, *, leased: bool) -> tuple[Planner, ChangingManager]
     planner.state.directory.mkdir(parents=True, exist_ok=True)
     manager = ChangingManager(planner.state)
     planner._manager = manager  # type: ignore[assignment]
+    planner._source_admin = TopicIdAdmin()  # type: ignore[assignment]
     return planner, manager
 
 

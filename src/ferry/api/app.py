@@ -36,9 +36,9 @@ CONSOLE_DIR = Path(__file__).parent / "console"
 Conditions = Callable[[], dict[str, Condition]]
 # Start a failed flow again by name; False if it has not failed.
 Restart = Callable[[str], bool]
-# (group, from, to, dry_run, from_checkpoints) -> what `ferry failover --json` prints.
+# (group, from, to, dry_run, from_checkpoints) -> what `ferry failover group --json` prints.
 Failover = Callable[[str, str, str, bool, bool], dict[str, Any]]
-# (flow, groups regex, dry_run, from_checkpoints) -> what `ferry failover --flow --json` prints.
+# (flow, groups regex, dry_run, from_checkpoints) -> what `ferry failover flow --json` prints.
 FailoverFlow = Callable[[str, str | None, bool, bool], dict[str, Any]]
 
 
@@ -109,7 +109,7 @@ def run_failover(controller: Controller) -> Failover:
 
 
 def run_flow_failover(controller: Controller) -> FailoverFlow:
-    """What `ferry failover --flow` does, against the controller's clusters."""
+    """What `ferry failover flow` does, against the controller's clusters."""
     config = controller.config
 
     def failover(

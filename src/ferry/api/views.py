@@ -18,6 +18,7 @@ from ferry.engine.latency import Histogram
 from ferry.engine.rpo_watch import read_rpo
 from ferry.flows.control import FlowControl
 from ferry.flows.status import Condition, flow_status
+from ferry.policy import policy_for
 
 __all__ = ["flow_summary", "latency_totals", "partition_rows"]
 
@@ -37,13 +38,17 @@ def flow_summary(
     latency = latency_totals(stats)
     status = flow_status(control, condition)
     topics = set(state.lease_topics()) | {k.rpartition(":")[0] for k in state.latest()}
+    # Heartbeats always travel (they measure the flow's latency): listed apart, never removable.
+    policy = policy_for(flow.policy, flow.source)
+    internal = {t for t in topics if policy.is_heartbeats_topic(t)}
     return {
         "name": flow.name,
         "source": flow.source,
         "target": flow.target,
         "state": status.state,
         "error": status.error,
-        "topics": sorted(topics - control.removed),
+        "topics": sorted(topics - control.removed - internal),
+        "internal_topics": sorted(internal),
         "control": control.as_json(),
         "records": int(stats.get("records", 0)),
         "bytes": int(stats.get("bytes", 0)),

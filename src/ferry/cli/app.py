@@ -2,8 +2,9 @@
 
 Errors ferry raises on purpose (FerryError) are printed as one clear message and exit 1;
 anything else is a bug and keeps its traceback. The commands live by concern in this package
-(run_command, config_commands, offsets_commands, ops_commands, audit_command, local_commands,
-api_commands, cluster_commands) and are registered here, in the order `ferry --help` lists them.
+(run_command, config_commands, offsets_commands, failover_commands, ops_commands, audit_command,
+local_commands, api_commands, cluster_commands) and are registered here, in the order `ferry
+--help` lists them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import typer
 
 from ferry.cli.api_commands import flows_app, topics_app
 from ferry.cli.audit_command import audit
-from ferry.cli.cluster_commands import pack, spark_app
+from ferry.cli.cluster_commands import pack, spark_app, yarn_app
 from ferry.cli.config_commands import topology, validate
+from ferry.cli.failover_commands import failover_app
 from ferry.cli.local_commands import demo, local_app
-from ferry.cli.offsets_commands import failover, translate
+from ferry.cli.offsets_commands import translate
 from ferry.cli.ops_commands import doctor, monitor, status
 from ferry.cli.reconcile_command import reconcile
 from ferry.cli.run_command import run
@@ -61,15 +63,16 @@ def _options(
 
 app.add_typer(local_app, name="local")
 local_app.add_typer(spark_app, name="spark")
+local_app.add_typer(yarn_app, name="yarn")
 app.command("pack")(pack)
 app.add_typer(topics_app, name="topics")
 app.add_typer(flows_app, name="flows")
+app.add_typer(failover_app, name="failover")
 for _command in (
     validate,
     run,
     topology,
     translate,
-    failover,
     reconcile,
     switchover,
     status,

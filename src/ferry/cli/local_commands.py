@@ -289,6 +289,10 @@ def local_provision(
         bool,
         typer.Option("--schema-registry", help="Also fetch Apicurio Registry (the local registry)"),
     ] = False,
+    yarn: Annotated[
+        bool,
+        typer.Option("--yarn", help="Also fetch Hadoop's minicluster jars (ferry local yarn)"),
+    ] = False,
 ) -> None:
     """Download the pinned Apache Kafka jars and Spark's Kafka connector from Maven Central
     (or $FERRY_MAVEN_REPOSITORY) into the cache, each file checked against its pinned SHA-256
@@ -305,6 +309,11 @@ def local_provision(
 
         registry = ensure_apicurio(quiet=False)
         out.print(f"Apicurio Registry {APICURIO_VERSION}: {registry}")
+    if yarn:
+        from ferry.local.yarn import HADOOP_VERSION, ensure_minicluster
+
+        hadoop = ensure_minicluster(quiet=False)
+        out.print(f"Hadoop {HADOOP_VERSION} minicluster (YARN and HDFS): {hadoop}")
 
 
 def demo(

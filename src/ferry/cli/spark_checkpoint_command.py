@@ -1,4 +1,4 @@
-"""`ferry failover --spark-checkpoint DIR`: a Spark Structured Streaming query whose source is
+"""`ferry failover spark-checkpoint DIR`: a Spark Structured Streaming query whose source is
 Kafka, moved to another cluster by rewriting its checkpoint (see ferry.offsets.spark_checkpoint).
 """
 

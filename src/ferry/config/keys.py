@@ -61,6 +61,8 @@ FLOW_KEYS: dict[str, tuple[str, Kind]] = {
     "config.properties.blacklist": ("config_properties_exclude", Kind.REGEX_LIST),
     "exactly.once.source.support": ("exactly_once_source_support", Kind.EOS),
     "sync.schemas.enabled": ("sync_schemas_enabled", Kind.BOOL),
+    # Only ferry writes the flow's remote topics until a failover (flows/protection.py).
+    "protect.remote.topics": ("protect_remote_topics", Kind.BOOL),
     # ferry writes nothing at all to the flow's source cluster (config/read_only.py).
     "source.read.only": ("source_read_only", Kind.BOOL),
     "replication.factor": ("replication_factor", Kind.REPLICATION_FACTOR),

@@ -113,6 +113,9 @@ class FlowConfig(_Frozen):
     # registry, every schema a copied record uses is registered on the target and the
     # record's schema id rewritten to the target's. Acts only when both registries are set.
     sync_schemas_enabled: bool = True
+    # `A->B.protect.remote.topics`: where the target has an authorizer, a DENY WRITE on each
+    # remote topic for every principal but ferry's, until a failover or switchover lifts it.
+    protect_remote_topics: bool = True
     # `A->B.source.read.only`: ferry writes nothing to A (no heartbeats, topics, control
     # records or ACLs); settings that would are refused at load (config/read_only.py).
     source_read_only: bool = False

@@ -12,7 +12,7 @@ What each step touches:
   the window's start.
 - drain: A's ends (read_committed) and the flow's positions until every partition is at lag 0
   and A's ends did not move between two looks; then one pass of topic config sync.
-- groups: `ferry failover --flow A->B` (ferry.offsets.flow_failover), with A's live offsets.
+- groups: `ferry failover flow A->B` (ferry.offsets.flow_failover), with A's live offsets.
 - reverse: on B, each fenced principal may write the copy of its topic (ALLOW WRITE) and the
   DENYs a fence left there are taken back: this fence's (ACL sync copies DENYs to the remote
   topics) and that of an earlier switchover B->A (its fence of B's writers); then A->B is
@@ -35,7 +35,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control.log import ControlLog, control_place
-from ferry.control.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
+from ferry.control.protection import lift_protection
 from ferry.errors import FerryError
 from ferry.flows.control import FlowControl
 from ferry.flows.switchover import (
@@ -60,6 +60,7 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.partition_offsets import read_ends
 from ferry.kafka.provenance import Origin
+from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
 from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_failover
 from ferry.offsets.stores import RunsStore
 from ferry.ops.status import replicated_positions
@@ -359,8 +360,10 @@ class _Switchover:
         """A->B off, then B->A on, each as a control record (None where the file agrees)."""
         mine, theirs = self.controls()
         self.log.write(self.flow.name, mine.enable(False if self.flow.enabled else None))
+        # B->A's own remote topics (on A) protected again, should an earlier failover or
+        # switchover have lifted it: they are B->A's copies now.
         self.reverse_log.write(
-            self.reverse.name, theirs.enable(None if self.reverse.enabled else True)
+            self.reverse.name, theirs.enable(None if self.reverse.enabled else True).protect()
         )
         self.say(
             f"{self.flow.name} stopped and {self.reverse.name} started in the control state "
@@ -497,7 +500,7 @@ def switchover(
         raise FerryError(
             f"flow {flow.name}: {flow.source} is a read-only source (source.read.only = true), "
             f"and a switchover fences {flow.source}'s writers with ACLs there and then copies "
-            f"into it; fail over instead (ferry failover --flow {flow.name}), which writes "
+            f"into it; fail over instead (ferry failover flow {flow.name}), which writes "
             f"only to {flow.target} (nothing was changed)"
         )
     tell = say or (lambda _line: None)
@@ -582,6 +585,8 @@ def _run(
             elif step == GROUPS:
                 report.groups = run.groups()
             elif step == REVERSE:
+                # The copies on B become the topics the writers use: no longer ferry's alone.
+                lift_protection(run.config, run.flow, None, say, timeout=options.timeout)
                 run.reverse_acls(record)
                 run.reverse_flows()
             owner = None if step == STEPS[-1] else run.claim()

@@ -63,7 +63,7 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
     console.print(
         styled("  ", ("A's broker is killed", "bold red"), f" (pid {brokers['A'].pid}): A is gone.")
     )
-    console.print(f"\n$ ferry failover -c ferry.yaml --group {GROUP} --from A --to B")
+    console.print(f"\n$ ferry failover group -c ferry.yaml {GROUP} --from A --to B")
     plan = plan_failover(config, GROUP, "A", "B", timeout=3.0)
     apply_failover(config, plan)
     for notice in plan.notices:

@@ -122,8 +122,18 @@ class FlowState:
         planned = self._read("lease.json").get("time")
         return float(planned) if isinstance(planned, int | float) else None
 
-    def write_lease(self, lease: int, topics: dict[str, int]) -> None:
-        self._write("lease.json", {"lease": lease, "time": time.time(), "topics": topics})
+    def lease_topic_ids(self) -> dict[str, str]:
+        """The source topic ids the running lease was planned with (a topic whose id was not
+        known is left out)."""
+        return {str(t): str(i) for t, i in self._read("lease.json").get("ids", {}).items() if i}
+
+    def write_lease(
+        self, lease: int, topics: dict[str, int], topic_ids: dict[str, str] | None = None
+    ) -> None:
+        ids = {t: i for t, i in (topic_ids or {}).items() if t in topics and i}
+        self._write(
+            "lease.json", {"lease": lease, "time": time.time(), "topics": topics, "ids": ids}
+        )
 
     def slots(self) -> int | None:
         """The tasks the flow's leases may run at once now (its share of Spark's live cores),

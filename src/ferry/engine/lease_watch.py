@@ -9,7 +9,12 @@ Between leases nobody plans, so this thread does what the planner does per batch
   now; when they differ from the running lease's (a topic created or deleted, partitions
   added), it leaves the flow's replan marker, the leased tasks end after their current
   slice, and the planner plans the next lease with the new assignment. So a new topic waits
-  for the refresh interval, not for the lease to run out;
+  for the refresh interval, not for the lease to run out. It compares the topics' ids too:
+  a topic deleted and created again under its name while the lease's consumers could not
+  see it (the link to the source down, or both within one fetch) is read by them from
+  ferry's position on, which lies inside the new topic. The lease ends, and the planner sets
+  the position back to the new topic's start (engine/plan/topic_ids.py): what the lease
+  copied of the new topic before that is copied again, never skipped;
 - every `ENDS_INTERVAL_SECONDS` it counts Spark's task slots (the cores of live executors);
   when they change (an executor or a worker lost, or one back), it writes each leased
   flow's share of them and leaves the replan marker: a lease holds its slot for the whole
@@ -29,6 +34,7 @@ from collections.abc import Callable
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.plan.remote_topics import TopicManager
+from ferry.engine.plan.topic_ids import source_topic_ids
 from ferry.errors import FerryError
 
 __all__ = ["AssignmentWatch"]
@@ -54,6 +60,10 @@ class AssignmentWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ferry-lease-watch", daemon=True)
         self._managers: dict[str, TopicManager] = {}
+        self._said: set[tuple[str, str, str]] = set()  # (flow, topic, new id) re-created
+        # Per flow: the running lease (when it was planned) and the ids the watch saw first
+        # under it, for topics the lease was planned without an id for.
+        self._first_seen: dict[str, tuple[float | None, dict[str, str]]] = {}
 
     def start(self) -> AssignmentWatch:
         if self._flows:
@@ -119,11 +129,36 @@ class AssignmentWatch:
             selected = self._manager(flow).selected()
         except FerryError:
             return False
-        if selected == running:
+        if selected == running and not self._recreated(flow, state, running):
             return False
         state.directory.mkdir(parents=True, exist_ok=True)
         state.replan_marker.touch()
         return True
+
+    def _recreated(self, flow: FlowConfig, state: FlowState, running: dict[str, int]) -> bool:
+        """Whether a topic of the running lease has another id now than it was planned with
+        (or, planned without one, than the watch first saw under this lease)."""
+        lease = state.lease_planned_at()
+        seen_lease, first_seen = self._first_seen.get(flow.name, (None, {}))
+        if seen_lease != lease:
+            first_seen = {}
+            self._first_seen[flow.name] = (lease, first_seen)
+        known = {**first_seen, **state.lease_topic_ids()}
+        now = source_topic_ids(self._manager(flow).source_admin, sorted(running), timeout=10)
+        for topic, topic_id in now.items():
+            known.setdefault(topic, topic_id)
+            first_seen.setdefault(topic, topic_id)
+        changed = {t: (known[t], i) for t, i in sorted(now.items()) if known[t] != i}
+        for topic, (old, new) in changed.items():
+            if (flow.name, topic, new) in self._said:
+                continue  # the lease is still ending: said once
+            self._said.add((flow.name, topic, new))
+            self._notice(
+                f"flow {flow.name}: topic {topic} on {flow.source} was deleted and re-created "
+                f"under the running lease (its topic id was {old}, is {new}): the lease ends "
+                "and the next copies the new topic from its start"
+            )
+        return bool(changed)
 
     def _manager(self, flow: FlowConfig) -> TopicManager:
         if flow.name not in self._managers:

@@ -290,7 +290,7 @@ class Runner:
         else:
             spark, archive = start_spark(self.config, write_class_archive=True, notice=self._notice)
             if archive is not None:
-                stack.callback(self._finish_class_archive, archive, spark)
+                stack.callback(self._finish_class_archive, archive, spark, lambda: self._stopping)
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         from ferry.engine.spark.source import MirrorDataSource
 
@@ -298,10 +298,17 @@ class Runner:
         return spark
 
     @staticmethod
-    def _finish_class_archive(archive: ClassArchive, spark: SparkSession) -> None:
+    def _finish_class_archive(
+        archive: ClassArchive, spark: SparkSession, stopped: Callable[[], bool]
+    ) -> None:
         """After every query stopped, the JVM ends and writes the archive: the next run's JVM
-        starts faster."""
-        if archive.pending is not None:
+        starts faster. A run stopped by a signal (or the API) does not wait for the write: its
+        JVM is ended at once and a run that ends by itself (`--once`) writes the archive."""
+        if archive.pending is None:
+            return
+        if stopped():
+            archive.finish(spark, timeout=0.0)
+        else:
             archive.finish(spark)
 
     def _local_master(self) -> bool:

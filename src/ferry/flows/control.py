@@ -5,7 +5,10 @@ only names exceptions to them, so a file change still acts on every topic the AP
 touched. The last word on a topic wins: adding it undoes an earlier removal and the other way
 round. `enabled` (None: as the file says) turns a flow on or off whatever the file's
 `A->B.enabled` says: `ferry switchover` stops A->B and starts B->A that way, in the running
-`ferry run`. The record owns its wire encoding (the value of a control-topic record, and the
+`ferry run`. `lifted` names the remote topics whose protection (a DENY WRITE for everyone but
+ferry, `protect.remote.topics`) a failover or switchover lifted, `*` for all of them: a
+running `ferry run` stops protecting them, and a switchover back clears it. The record owns
+its wire encoding (the value of a control-topic record, and the
 `control.json` the planner reads), as MM2's Checkpoint and Heartbeat do.
 """
 
@@ -18,7 +21,9 @@ from typing import Any
 
 from ferry.config.model import FerryConfig
 
-__all__ = ["FlowControl", "effective_config"]
+__all__ = ["LIFTED_ALL", "FlowControl", "effective_config"]
+
+LIFTED_ALL = "*"  # no topic has this name: Kafka's topic names are [a-zA-Z0-9._-]
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class FlowControl:
     removed: frozenset[str] = field(default_factory=frozenset)
     paused: bool = False
     enabled: bool | None = None  # None: as the config file says
+    # Remote topics no longer protected (LIFTED_ALL: every one), since a failover or switchover.
+    lifted: frozenset[str] = field(default_factory=frozenset)
 
     def add(self, topic: str) -> FlowControl:
         return replace(self, added=self.added | {topic}, removed=self.removed - {topic})
@@ -45,6 +52,20 @@ class FlowControl:
     def enable(self, enabled: bool | None) -> FlowControl:
         """Run the flow (True), not (False), or as the file says (None)."""
         return replace(self, enabled=enabled)
+
+    def lift(self, topics: frozenset[str] | None = None) -> FlowControl:
+        """Protection lifted on `topics` (remote names), or on every remote topic (None)."""
+        if topics is None or LIFTED_ALL in self.lifted:
+            return replace(self, lifted=frozenset({LIFTED_ALL}))
+        return replace(self, lifted=self.lifted | topics)
+
+    def protect(self) -> FlowControl:
+        """Every remote topic protected again (a switchover back to this flow)."""
+        return replace(self, lifted=frozenset())
+
+    def protected(self, topic: str) -> bool:
+        """Whether remote topic `topic` is still to be protected."""
+        return LIFTED_ALL not in self.lifted and topic not in self.lifted
 
     def runs(self, by_file: bool) -> bool:
         """Whether the flow runs, given whether the file enables it."""
@@ -73,7 +94,9 @@ class FlowControl:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.paused or self.enabled is not None)
+        return not (
+            self.added or self.removed or self.paused or self.enabled is not None or self.lifted
+        )
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -83,6 +106,8 @@ class FlowControl:
         }
         if self.enabled is not None:  # records written before it existed stay byte-equal
             data["enabled"] = self.enabled
+        if self.lifted:
+            data["lifted"] = sorted(self.lifted)
         return data
 
     def to_bytes(self) -> bytes:
@@ -95,13 +120,15 @@ class FlowControl:
             raise ValueError(f"a flow control record is a JSON object, not {data!r}")
         added, removed = data.get("added", []), data.get("removed", [])
         paused, enabled = data.get("paused", False), data.get("enabled")
+        lifted = data.get("lifted", [])
         if (
-            not all(isinstance(t, str) for t in [*added, *removed])
+            not isinstance(lifted, list)
+            or not all(isinstance(t, str) for t in [*added, *removed, *lifted])
             or not isinstance(paused, bool)
             or not isinstance(enabled, bool | None)
         ):
             raise ValueError(f"not a flow control record: {data!r}")
-        return cls(frozenset(added), frozenset(removed), paused, enabled)
+        return cls(frozenset(added), frozenset(removed), paused, enabled, frozenset(lifted))
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> FlowControl:

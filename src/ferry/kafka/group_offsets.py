@@ -49,6 +49,8 @@ def read_group_offsets(
     ones); partitions without one are left out. Raises KafkaException when the cluster or
     the group's coordinator does not answer within `timeout`, GroupOffsetError for a
     partition refused."""
+    if partitions is not None and not partitions:
+        return {}
     consumer = clients.consumer(
         {
             **cluster.consumer_config(),

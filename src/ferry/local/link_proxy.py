@@ -46,6 +46,7 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.loop_thread import LoopThread
+from ferry.local.processes import live_process, stop_process
 
 __all__ = [
     "COMMANDS",
@@ -437,28 +438,14 @@ class LinkProcessHandle:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
-        self._signal_until_gone(signal.SIGTERM, timeout)
-        if self.is_running():
-            self._signal_until_gone(signal.SIGKILL, 10.0)
-        if self.is_running():
-            raise LocalClusterError(
-                f"the link proxy with control port {self.control_port} (pid {self.pid}) "
-                "did not stop"
-            )
-
-    def _signal_until_gone(self, sig: signal.Signals, timeout: float) -> None:
-        if not self.is_running():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, sig)
-        deadline = time.monotonic() + timeout
-        child = _CHILDREN.get(self.pid)
-        while time.monotonic() < deadline:
-            if child is not None and child.poll() is not None:
-                _CHILDREN.pop(self.pid, None)  # our own child, now reaped
-            if not self.is_running():
-                return
-            time.sleep(0.02)
+        process = live_process(self.pid) if self.is_running() else None
+        what = f"the link proxy with control port {self.control_port}"
+        try:
+            stop_process(process, what, timeout)
+        finally:
+            child = _CHILDREN.pop(self.pid, None)
+            if child is not None:
+                child.poll()  # our own child: its Popen learns it was reaped
 
 
 def _option(cmdline: Sequence[str], name: str) -> str | None:

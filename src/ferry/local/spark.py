@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port
+from ferry.local.processes import recorded_process, stop_process_tree
 
 __all__ = [
     "SparkCluster",
@@ -56,13 +56,7 @@ class SparkProcess:
 
     def process(self) -> psutil.Process | None:
         """The live process, if the pid is still the one started."""
-        try:
-            proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return proc if any(self.marker in arg for arg in proc.cmdline()) else None
-        except psutil.Error:
-            return None
+        return recorded_process(self.pid, self.started, self.marker)
 
 
 @dataclass
@@ -307,17 +301,7 @@ def _stop(process: SparkProcess, timeout: float = 20.0) -> bool:
     proc = process.process()
     if proc is None:
         return False
-    family = [proc, *proc.children(recursive=True)]
-    for member in family:
-        with contextlib.suppress(psutil.Error):
-            member.send_signal(signal.SIGTERM)
-    _, left = psutil.wait_procs(family, timeout=timeout)
-    for member in left:
-        with contextlib.suppress(psutil.Error):
-            member.kill()
-    _, left = psutil.wait_procs(left, timeout=10)
-    if left:
-        raise LocalClusterError(f"Spark {process.role} (pid {process.pid}) did not stop")
+    stop_process_tree(proc, f"Spark {process.role}", timeout)
     return True
 
 

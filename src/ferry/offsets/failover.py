@@ -19,6 +19,7 @@ would refuse otherwise, and a running consumer would not see the new positions a
 
 from __future__ import annotations
 
+import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -94,14 +95,16 @@ class FlowCheckpoints:
     def __init__(self, config: FerryConfig) -> None:
         self._config = config
         self._stores: dict[str, CheckpointStore] = {}
+        self._lock = threading.Lock()  # groups planned side by side read each flow once
 
     def store(self, flow: FlowConfig) -> CheckpointStore:
-        if flow.name not in self._stores:
-            policy = policy_for(flow.policy, flow.source)
-            target = self._config.clusters[flow.target]
-            store = CheckpointStore(target, policy.checkpoints_topic(flow.source))
-            self._stores[flow.name] = store.refresh()
-        return self._stores[flow.name]
+        with self._lock:
+            if flow.name not in self._stores:
+                policy = policy_for(flow.policy, flow.source)
+                target = self._config.clusters[flow.target]
+                store = CheckpointStore(target, policy.checkpoints_topic(flow.source))
+                self._stores[flow.name] = store.refresh()
+            return self._stores[flow.name]
 
     def __enter__(self) -> FlowCheckpoints:
         return self
@@ -123,11 +126,13 @@ def plan_failover(
     runs: FlowRunsStores | None = None,
     checkpoints: FlowCheckpoints | None = None,
     target_admin: GroupAdmin | None = None,
+    source_admin: GroupAdmin | None = None,
 ) -> FailoverPlan:
     """`control`: the flow `from->to`'s runtime override (topics added or removed over the
     API, see ferry.control), so those topics count as replicated or not as they are.
-    `runs`, `checkpoints`, `target_admin`: offset runs and checkpoints already read, and a
-    client of `to` (many groups planned in a row read them once and share it)."""
+    `runs`, `checkpoints`, `target_admin`, `source_admin`: offset runs and checkpoints
+    already read, and clients of `to` and `from` (many groups planned together read them
+    once and share them)."""
     _check_aliases(config, from_alias, to_alias)
     origin = config.clusters[from_alias]
     destination = config.clusters[to_alias]
@@ -135,7 +140,7 @@ def plan_failover(
     committed: dict[tuple[str, int], int] | None = None
     if not from_checkpoints:
         try:
-            committed = GroupAdmin(origin, timeout=timeout).committed(group)
+            committed = (source_admin or GroupAdmin(origin, timeout=timeout)).committed(group)
         except KafkaUnavailableError as exc:
             notices.append(f"{exc}; translating from the checkpoints in {to_alias} instead")
     target_admin = target_admin or GroupAdmin(destination, timeout=timeout)

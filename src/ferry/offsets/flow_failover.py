@@ -1,4 +1,4 @@
-"""`ferry failover --flow A->B`: every consumer group a flow syncs, moved to its target at once.
+"""`ferry failover flow A->B`: every consumer group a flow syncs, moved to its target at once.
 
 The groups are those the flow's group filter takes (`groups` minus `groups.exclude`, as its
 checkpoints do; ferry's own progress groups never), narrowed by a regex when one is given:
@@ -14,15 +14,27 @@ What to do with a planned group is decided here, from the plan alone (`decide`, 
 - skipped, active members: the target's group has members and some offset would move;
 - otherwise the partitions that are behind the translated offset move to it.
 So a second run finds every group where the first left it: unchanged, nothing committed.
+
+Time: whether the source answers is decided once, before any group (`_listed`: a source whose
+every broker refuses the connection is given up after a second, one that does not answer at
+all after `timeout`); the checkpoints and offset runs are read once; then up to
+`CONCURRENT_GROUPS` groups are planned side by side (each group's state and offsets on the
+target are requests of their own, one group each, as Kafka's APIs take them), and as many
+committed side by side. The report keeps the groups in name order whatever order they
+finished in. `FlowFailover.timings`: seconds per phase (not in the JSON).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
@@ -55,6 +67,8 @@ __all__ = [
     "select_groups",
 ]
 
+CONCURRENT_GROUPS = 16  # groups planned, or committed, side by side
+PROBE_SECONDS = 1.0  # a source refusing every connection this long is taken for lost
 EXIT_SKIPPED = 3  # every group looked at, some left where they were (reasons in the report)
 
 MOVED, TO_MOVE, UNCHANGED, SKIPPED, FAILED = "moved", "to_move", "unchanged", "skipped", "failed"
@@ -115,6 +129,7 @@ class FlowFailover:
     recovery: RecoveryPoint | None = None
     notices: list[str] = field(default_factory=list)
     plans: dict[str, FailoverPlan] = field(default_factory=dict, repr=False)
+    timings: dict[str, float] = field(default_factory=dict, repr=False)  # seconds per phase
 
     def count(self, status: str) -> int:
         return sum(g.status == status for g in self.groups)
@@ -223,22 +238,33 @@ def plan_flow_failover(
     pattern = groups_pattern(groups)
     own = frozenset(f.progress_group for f in config.flows)
     report = FlowFailover(flow.name, "checkpoints", dry_run=True)
+    clock = _Clock(report.timings)
     with FlowRunsStores(config) as runs, FlowCheckpoints(config) as checkpoints:
         # Checkpointed groups count too: Kafka 4 does not list a group whose offsets were
         # only ever set through the admin API (as a failover sets them).
-        listed = checkpoints.store(flow).groups()
+        with clock("checkpoints"):
+            listed = checkpoints.store(flow).groups()
         if not from_checkpoints:
-            try:
-                listed += _listed(config.clusters[flow.source], timeout)
-                report.source = "cluster"
-            except KafkaUnavailableError as exc:
-                report.notices.append(
-                    f"{exc}; every group moves from its checkpoints in {flow.target}"
-                )
-        report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
+            with clock("source"):
+                try:
+                    listed += _listed(config.clusters[flow.source], timeout)
+                    report.source = "cluster"
+                except KafkaUnavailableError as exc:
+                    report.notices.append(
+                        f"{exc}; every group moves from its checkpoints in {flow.target}"
+                    )
+        with clock("recovery_point"):
+            report.recovery = _recovery(config, flow, report.source == "cluster", control, timeout)
+        chosen = select_groups(listed, group_filter(flow), pattern, own)
         # One client of the target for every group, its topics read once.
         target_admin = GroupAdmin(config.clusters[flow.target], timeout=timeout, cache_topics=True)
-        for group in select_groups(listed, group_filter(flow), pattern, own):
+        source_admin = (
+            GroupAdmin(config.clusters[flow.source], timeout=timeout, cache_topics=True)
+            if report.source == "cluster"
+            else None
+        )
+
+        def plan_one(group: str) -> tuple[GroupOutcome, FailoverPlan | None]:
             try:
                 plan = plan_failover(
                     config,
@@ -251,20 +277,23 @@ def plan_flow_failover(
                     runs=runs,
                     checkpoints=checkpoints,
                     target_admin=target_admin,
+                    source_admin=source_admin,
                 )
             except NoPositionError as exc:
-                report.groups.append(no_position(group, exc))
-                continue
+                return no_position(group, exc), None
             except KafkaUnavailableError as exc:
                 if exc.cluster == flow.target:
                     raise  # no group can move: say it once
-                report.groups.append(failed(group, exc))
-                continue
+                return failed(group, exc), None
             except FerryError as exc:
-                report.groups.append(failed(group, exc))
-                continue
-            report.plans[group] = plan
-            report.groups.append(decide(plan))
+                return failed(group, exc), None
+            return decide(plan), plan
+
+        with clock("plan"):
+            for group, (outcome, plan) in zip(chosen, _side_by_side(plan_one, chosen), strict=True):
+                if plan is not None:
+                    report.plans[group] = plan
+                report.groups.append(outcome)
     return report
 
 
@@ -272,26 +301,68 @@ def apply_flow_failover(
     config: FerryConfig, report: FlowFailover, *, timeout: float = 10.0
 ) -> FlowFailover:
     """Commit, for each group to move, the partitions behind their translated offset (through
-    `apply_failover`, as `ferry failover --group` does); the others are not touched."""
+    `apply_failover`, as `ferry failover group` does); the others are not touched."""
     report.dry_run = False
     flow = flow_of(config, report.flow)
     admin = GroupAdmin(config.clusters[flow.target], timeout=timeout)  # one for every group
-    for i, outcome in enumerate(report.groups):
-        if outcome.status != TO_MOVE:
-            continue
+    to_move = [i for i, outcome in enumerate(report.groups) if outcome.status == TO_MOVE]
+
+    def commit(i: int) -> GroupOutcome:
+        outcome = report.groups[i]
         plan = report.plans[outcome.group]
         moving = [m.position for m in outcome.moves if m.action == "move"]
         try:
             apply_failover(config, replace(plan, positions=moving), timeout=timeout, admin=admin)
         except FerryError as exc:
-            report.groups[i] = replace(
-                outcome, status=FAILED, detail=failed(plan.group, exc).detail
-            )
-            continue
+            return replace(outcome, status=FAILED, detail=failed(plan.group, exc).detail)
         plan.committed = True
         detail = f"{len(moving)} partition(s) committed on {plan.to_alias}"
-        report.groups[i] = replace(outcome, status=MOVED, detail=detail)
+        return replace(outcome, status=MOVED, detail=detail)
+
+    with _Clock(report.timings)("commit"):
+        for i, outcome in zip(to_move, _side_by_side(commit, to_move), strict=True):
+            report.groups[i] = outcome
     return report
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _side_by_side(work: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+    """`work(item)` for every item, up to CONCURRENT_GROUPS at a time; the answers in the
+    items' order. An exception `work` raises is raised here, the first in that order, and
+    the items not started yet are not started."""
+    if len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(min(CONCURRENT_GROUPS, len(items))) as pool:
+        futures: list[Future[_R]] = [pool.submit(work, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+class _Clock:
+    """`with clock("phase"):` adds the block's seconds to `timings["phase"]`."""
+
+    def __init__(self, timings: dict[str, float]) -> None:
+        self._timings = timings
+        self._phase = ""
+        self._began = 0.0
+
+    def __call__(self, phase: str) -> _Clock:
+        self._phase = phase
+        return self
+
+    def __enter__(self) -> None:
+        self._began = time.monotonic()
+
+    def __exit__(self, *_exc: object) -> None:
+        spent = time.monotonic() - self._began
+        self._timings[self._phase] = self._timings.get(self._phase, 0.0) + spent
 
 
 def flow_of(config: FerryConfig, name: str) -> FlowConfig:
@@ -320,10 +391,28 @@ def groups_pattern(groups: str | None) -> re.Pattern[str] | None:
 
 def _listed(cluster: ClusterConfig, timeout: float) -> list[str]:
     """The groups on `cluster`; KafkaUnavailableError if it does not answer (listing groups
-    alone can answer an empty list then)."""
-    admin = GroupAdmin(cluster, timeout=timeout)
-    with kafka_errors(cluster, "list topics"):
-        admin.list_topics()
+    alone can answer an empty list then). Decided once for every group: a cluster that does
+    not answer at all is given `timeout`; one whose every broker refuses the connection
+    (librdkafka says all brokers are down) and still does after PROBE_SECONDS of retries is
+    given up then, not after `timeout`."""
+    down = threading.Event()
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            down.set()
+
+    admin = GroupAdmin(cluster, timeout=timeout, on_error=on_error)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with kafka_errors(cluster, "list topics"):
+                admin.list_topics(timeout=max(0.01, min(PROBE_SECONDS, left)))
+            break
+        except KafkaUnavailableError:
+            admin.poll()  # the error callback, now
+            if left <= PROBE_SECONDS or down.is_set():
+                raise
     return admin.groups()
 
 

@@ -61,13 +61,23 @@ class GroupAdmin:
     """One cluster's consumer groups; every call names the cluster when it fails."""
 
     def __init__(
-        self, cluster: ClusterConfig, *, timeout: float = 10.0, cache_topics: bool = False
+        self,
+        cluster: ClusterConfig,
+        *,
+        timeout: float = 10.0,
+        cache_topics: bool = False,
+        on_error: Callable[[KafkaError], None] | None = None,
     ) -> None:
         """`cache_topics`: the first topic metadata read serves every later call (many groups
-        planned in a row against one cluster whose topics do not change meanwhile)."""
+        planned in a row against one cluster whose topics do not change meanwhile).
+        `on_error`: librdkafka's error callback (`error_cb`), called on each client-wide
+        error while the client is polled (`poll`)."""
         self.cluster = cluster
         self._timeout = timeout
-        self._admin = clients.admin_client(cluster.admin_config())
+        settings: dict[str, Any] = dict(cluster.admin_config())
+        if on_error is not None:
+            settings = {**settings, "error_cb": on_error}
+        self._admin = clients.admin_client(settings)
         self._cache_topics = cache_topics
         self._topics: dict[str, Any] | None = None
 
@@ -92,14 +102,30 @@ class GroupAdmin:
                     f"cluster {self.cluster.alias}: could not {what}: {error.name()}: {error.str()}"
                 ) from None
 
-    def list_topics(self) -> dict[str, Any]:
-        """Topic metadata by name (raises KafkaException if the cluster does not answer)."""
+    def poll(self) -> None:
+        """Serve the client's callbacks (`on_error`) now."""
+        self._admin.poll(0)
+
+    def list_topics(self, timeout: float | None = None) -> dict[str, Any]:
+        """Topic metadata by name (raises KafkaException if the cluster does not answer
+        within `timeout`, the client's when None)."""
         if self._topics is not None:
             return self._topics
-        topics: dict[str, Any] = self._admin.list_topics(timeout=self._timeout).topics
+        wait = self._timeout if timeout is None else timeout
+        topics: dict[str, Any] = self._admin.list_topics(timeout=wait).topics
         if self._cache_topics:
             self._topics = topics
         return topics
+
+    def _every_partition(self) -> list[TopicPartitionKey]:
+        """Every partition of the cluster's topics but its internal `__` ones, as
+        `read_group_offsets` lists them."""
+        return [
+            (name, p)
+            for name, topic in sorted(self.list_topics().items())
+            if topic.error is None and not name.startswith("__")
+            for p in sorted(topic.partitions)
+        ]
 
     def groups(self) -> list[str]:
         result = self._call(
@@ -113,11 +139,19 @@ class GroupAdmin:
     ) -> dict[TopicPartitionKey, int]:
         """Every offset `group` committed (next record to read) in this cluster's topics, by
         topic and partition (only of `partitions` when given: no metadata read then): read by
-        a consumer of the group (kafka/group_offsets.py says why never by the admin API)."""
+        a consumer of the group (kafka/group_offsets.py says why never by the admin API).
+        With `cache_topics`, every partition is taken from the topics read once, not from a
+        metadata read per group."""
+
+        def read() -> dict[TopicPartitionKey, int]:
+            wanted = partitions
+            if wanted is None and self._cache_topics:
+                wanted = self._every_partition()
+            return read_group_offsets(self.cluster, group, wanted, timeout=self._timeout)
+
         try:
             offsets: dict[TopicPartitionKey, int] = self._retrying(
-                lambda: read_group_offsets(self.cluster, group, partitions, timeout=self._timeout),
-                f"read the offsets of group {group}",
+                read, f"read the offsets of group {group}"
             )
         except GroupOffsetError as exc:
             raise FerryError(

@@ -33,12 +33,13 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.log import quiet
 from ferry.kafka.mm2_records import Heartbeat, MM2FormatError
+from ferry.kafka.partition_offsets import read_offsets
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.stores import RunsStore
-from ferry.offsets.timestamp_clients import Deadline, read_records, reader, watermarks
+from ferry.offsets.timestamp_clients import Deadline, read_partitions, reader
 from ferry.policy import ReplicationPolicy, policy_for
 
 __all__ = ["RecoveryPoint", "TopicPoint", "measured", "proven"]
@@ -184,23 +185,28 @@ def proven(config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> R
     for remote_topic, partition in sorted(progress):
         if not policy.is_heartbeats_topic(remote_topic):
             by_topic.setdefault(remote_topic, []).append(partition)
-    consumer = reader(quiet(target.consumer_config()))
+    settings = quiet(target.consumer_config())
+    consumer = reader(settings)
     try:
         deadline = Deadline(timeout * 3, f"cluster {flow.target}: read the last copies")
-        # Each topic's partitions in one read: a read waits up to its poll timeout (0.5 s)
-        # for a batch, and one per partition made 50 partitions take 25 s.
-        for remote_topic, partitions in by_topic.items():
-            starts, ends = {}, {}
-            for partition in partitions:
-                low, high = watermarks(consumer, remote_topic, partition, deadline)
-                starts[partition], ends[partition] = max(low, high - TAIL), high
-                last[(remote_topic, partition)] = None
-            records = read_records(consumer, remote_topic, starts, ends, deadline)
-            with closing(_generator(records)) as reading:
-                for msg in reading:  # in offset order per partition: the last copy wins
-                    stamp = _copy_timestamp(msg, flow.source)
-                    if stamp is not None:
-                        last[(remote_topic, msg.partition())] = stamp
+        copied = [(t, p) for t, partitions in by_topic.items() for p in partitions]
+        # Every partition's bounds in a few batched requests (one per partition made 10,000
+        # partitions outlast the deadline), as the reader's isolation level sees its end.
+        committed_only = settings.get("isolation.level", "read_committed") == "read_committed"
+        bounds = _bounds(target, copied, committed_only, deadline)
+        starts, ends = {}, {}
+        for tp in copied:
+            low, high = bounds[tp]
+            starts[tp], ends[tp] = max(low, high - TAIL), high
+            last[tp] = None
+        # Every partition in one read: a read waits up to its poll timeout (0.5 s) for a
+        # batch, and one per partition made 50 partitions take 25 s.
+        records = read_partitions(consumer, starts, ends, deadline)
+        with closing(_generator(records)) as reading:
+            for msg in reading:  # in offset order per partition: the last copy wins
+                stamp = _copy_timestamp(msg, flow.source)
+                if stamp is not None:
+                    last[(str(msg.topic()), int(msg.partition() or 0))] = stamp
     finally:
         consumer.close()
     topics = []
@@ -217,6 +223,25 @@ def proven(config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> R
     beat = _newest_heartbeat(target, policy, flow.source, timeout)
     until_all = min(untils) if untils else None
     return RecoveryPoint("proven", flow.source, flow.target, now, topics, until_all, beat)
+
+
+def _bounds(
+    target: ClusterConfig, partitions: list[TP], committed_only: bool, deadline: Deadline
+) -> dict[TP, tuple[int, int]]:
+    """(first retained offset, end) of each partition, read through the admin API in
+    batches, asked again while the cluster does not answer, until `deadline`."""
+    if not partitions:
+        return {}
+    admin = clients.admin_client(quiet(target.admin_config()))
+
+    def read(left: float) -> dict[TP, tuple[int, int]]:
+        low = read_offsets(admin, partitions, "earliest", timeout=left)
+        high = read_offsets(
+            admin, partitions, "latest", timeout=left, committed_only=committed_only
+        )
+        return {tp: (low[tp], high[tp]) for tp in partitions}
+
+    return deadline.retry(read)
 
 
 def _generator(records: Iterable[Any]) -> Generator[Any, None, None]:

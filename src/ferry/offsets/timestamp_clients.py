@@ -134,20 +134,36 @@ def read_records(
 
     Stops at `end` even if more arrived since, so a caller can resume exactly there. Compacted
     gaps just before `end` are covered by the end-of-partition event."""
-    pending = {p for p in end if end[p] > start.get(p, 0)}
+    return read_partitions(
+        consumer,
+        {(topic, p): o for p, o in start.items()},
+        {(topic, p): o for p, o in end.items()},
+        deadline,
+    )
+
+
+def read_partitions(
+    consumer: Consumer,
+    start: dict[tuple[str, int], int],
+    end: dict[tuple[str, int], int],
+    deadline: Deadline,
+) -> Iterator[Message]:
+    """`read_records` of many topics at once: the records of each (topic, partition) from
+    `start` up to `end`, in order per partition, every partition assigned together."""
+    pending = {tp for tp in end if end[tp] > start.get(tp, 0)}
     if not pending:
         return
-    consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in pending])
+    consumer.assign([TopicPartition(t, p, start.get((t, p), 0)) for t, p in sorted(pending)])
     detail = ""
     try:
         while pending:
             if deadline.left() <= 0:
                 raise deadline.expired(detail)
             for msg in consumer.consume(500, min(deadline.left(), 0.5)):
-                error, p = msg.error(), msg.partition()
+                error, tp = msg.error(), (str(msg.topic()), msg.partition() or 0)
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(p)  # at the current end, which is at or past `end`
+                        pending.discard(tp)  # at the current end, which is at or past `end`
                     elif error.code() in UNREACHABLE_CODES and not error.fatal():
                         detail = error.str()  # the client retries by itself
                     elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -158,11 +174,11 @@ def read_records(
                         raise KafkaException(error)
                     continue
                 offset = msg.offset()
-                assert p is not None and offset is not None
-                if p in pending and offset < end[p]:
+                assert msg.partition() is not None and offset is not None
+                if tp in pending and offset < end[tp]:
                     yield msg
-                if offset + 1 >= end[p]:
-                    pending.discard(p)
+                if offset + 1 >= end[tp]:
+                    pending.discard(tp)
     finally:
         consumer.unassign()
 

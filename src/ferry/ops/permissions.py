@@ -40,15 +40,17 @@ class Permission:
     # Without it the copy itself stops (`ferry doctor` calls that an error); without the others
     # a part of the flow (checkpoints, settings, ACLs, heartbeats) is not kept (a warning).
     stops: bool = False
-    # The flow setting (a FlowConfig field) that needs this row; "" for every flow.
-    needed_by: str = ""
+    # The flow settings (FlowConfig fields, any one of them on) that need this row; "" for
+    # every flow.
+    needed_by: str | tuple[str, ...] = ""
     # A command run now and then, not the flow, that needs the row (CAPABILITY_PERMISSIONS):
     # without it that command is refused; replication is not touched (`ferry doctor` notes).
     capability: str = ""
 
     def needed(self, settings: object) -> bool:
         """Whether a flow with these settings needs the row (its `needed_by` on, or none)."""
-        return not self.needed_by or bool(getattr(settings, self.needed_by))
+        names = (self.needed_by,) if isinstance(self.needed_by, str) else self.needed_by
+        return not self.needed_by or any(getattr(settings, name) for name in names)
 
     def grant_command(self, principal: str) -> str:
         """The `kafka-acls.sh` options that grant this row to `principal`."""
@@ -178,8 +180,8 @@ FERRY_PERMISSIONS: tuple[Permission, ...] = (
         "kafka-cluster",
         "LITERAL",
         "ALTER",
-        "create synced ACLs",
-        needed_by="sync_topic_acls_enabled",
+        "create synced ACLs, and the DENYs that protect remote topics",
+        needed_by=("sync_topic_acls_enabled", "protect_remote_topics"),
     ),
 )
 

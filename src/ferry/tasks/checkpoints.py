@@ -90,8 +90,12 @@ class CheckpointEmitter:
         if self._control is not None:
             self.selector = TopicSelector(self.flow, self.policy, self._control())
         fresh: list[Checkpoint] = []
+        wanted = self._checkpointable(on_target) if groups else []
         for group in groups:
-            committed = self.source_groups.committed(group)
+            # Only the partitions a checkpoint can be written for, listed once per pass: a
+            # metadata read and every partition of the cluster per group made a pass over
+            # 1,000 groups and 10,000 partitions last 18 minutes.
+            committed = self.source_groups.committed(group, wanted)
             positions = forward_positions(
                 committed, self.selector.accepts, self.policy, self.flow.source, self.runs
             )
@@ -105,6 +109,19 @@ class CheckpointEmitter:
                     )
         self._publish(fresh)
         return SyncReport(len(groups), len(fresh))
+
+    def _checkpointable(self, on_target: dict[str, int]) -> list[tuple[str, int]]:
+        """The source partitions the flow replicates (its selector, now) that exist on the
+        target: the only ones a checkpoint is written for."""
+        with kafka_errors(self.source, "list topics"):
+            topics = self.source_groups.list_topics()
+        return [
+            (name, p)
+            for name, md in sorted(topics.items())
+            if md.error is None and not name.startswith("__") and self.selector.accepts(name)
+            for p in sorted(md.partitions)
+            if p < on_target.get(self.policy.remote_topic(self.flow.source, name), 0)
+        ]
 
     def _partitions_on_target(self) -> dict[str, int]:
         with kafka_errors(self.target, "list topics"):

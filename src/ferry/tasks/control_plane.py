@@ -1,5 +1,6 @@
 """The periodic work `ferry run` does beside copying: checkpoints, group offset sync,
-mirroring consumer timestamps, heartbeats, topic config sync and topic ACL sync.
+mirroring consumer timestamps, heartbeats, topic config sync, topic ACL sync and the
+protection of remote topics.
 
 One thread in the driver runs each task when it is due. A cluster that does not answer only
 postpones a task to its next turn (and says so): bookkeeping must never stop the copying.
@@ -27,6 +28,7 @@ from ferry.tasks.acls import AclSync
 from ferry.tasks.checkpoints import CheckpointEmitter, SyncReport
 from ferry.tasks.heartbeats import HeartbeatEmitter
 from ferry.tasks.topic_configs import TopicConfigSync
+from ferry.tasks.topic_protection import PROTECT_INTERVAL_SECONDS, RemoteTopicProtection
 
 __all__ = ["ControlPlane"]
 
@@ -48,7 +50,8 @@ class ControlPlane:
         reachability: Reachability | None = None,
         controls: Callable[[FlowConfig], FlowControl] | None = None,
     ) -> None:
-        """`controls`: each flow's runtime override (ferry.control), for the checkpoints."""
+        """`controls`: each flow's runtime override (ferry.control), for the checkpoints and
+        the remote topics' protection (lifted by a failover)."""
         self._controls = controls
         self._notice = on_notice or (lambda _m: None)
         # Shared with the runner: an outage is said once, whoever meets it first.
@@ -100,6 +103,16 @@ class ControlPlane:
             flow.sync_topic_acls_enabled,
             flow.sync_topic_acls_interval_seconds,
             lambda: AclSync(config, flow).sync,
+        )
+        add(
+            "remote topic protection",
+            flow.protect_remote_topics,
+            PROTECT_INTERVAL_SECONDS,
+            lambda: (
+                RemoteTopicProtection(
+                    config, flow, partial(self._controls, flow) if self._controls else None
+                ).protect
+            ),
         )
         add(
             "topic configs",
@@ -179,7 +192,7 @@ class ControlPlane:
 def _timestamps_mirror(config: FerryConfig, flow: FlowConfig) -> TimestampMirror:
     """Copies the source's `__consumer_timestamps` (written by applications that use
     `ferry.offsets.consumer_timestamps.ConsumerTimestampsRecorder`) into the target, so that
-    `ferry failover --by-timestamp` still works once the source is lost."""
+    `ferry failover group --by-timestamp` still works once the source is lost."""
     policy = policy_for(flow.policy, flow.source)
     return TimestampMirror(
         quiet(config.clusters[flow.source].admin_config()),

@@ -136,6 +136,15 @@ function showFlow(flow, history) {
     item.appendChild(remove);
     return item;
   }));
+  // Internal topics (heartbeats) always travel: shown apart, with no remove button.
+  const internal = section.querySelector(".internal-topic-list");
+  internal.replaceChildren(...(flow.internal_topics || []).map((topic) => {
+    const item = document.createElement("li");
+    item.append(topic);
+    item.title = topic + " always travels: it measures the flow's latency";
+    return item;
+  }));
+  section.querySelector(".internal-topics").hidden = !(flow.internal_topics || []).length;
 }
 
 function showAlerts(alerts) {

@@ -43,7 +43,7 @@ from ferry.engine.copy import worker_clients
 from ferry.engine.copy.commit_pipeline import CommitPipeline
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
-from ferry.engine.copy.progress import progress_offset
+from ferry.engine.copy.progress import progress_offset, topic_id_of
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.source_ends import high_watermarks
 from ferry.engine.copy.transactional import PARITIES, ProducerFor, resume_at
@@ -52,7 +52,13 @@ from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import Endpoint, kafka_error_of, kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
-__all__ = ["committed_positions", "copy_bin_exactly_once", "run_lease_exactly_once"]
+__all__ = [
+    "committed_positions",
+    "committed_progress",
+    "copy_bin_exactly_once",
+    "run_lease_exactly_once",
+    "verified_progress",
+]
 
 TP = tuple[str, int]
 COMMIT_TIMEOUT_SECONDS = 60.0
@@ -203,6 +209,15 @@ def _send_offsets(
 
 
 def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) -> dict[TP, int]:
+    """The flow's committed position of each remote partition of `work` (negative: none)."""
+    return {tp: offset for tp, (offset, _id) in committed_progress(progress, work, ctx).items()}
+
+
+def committed_progress(
+    progress: Any, work: list[CopyRange], ctx: CopyContext
+) -> dict[TP, tuple[int, str]]:
+    """Each remote partition's committed position and the source topic id committed beside
+    it ("": none), by remote topic and partition."""
     if not work:
         return {}
     request = [TopicPartition(r.remote_topic, r.partition) for r in work]
@@ -219,7 +234,28 @@ def committed_positions(progress: Any, work: list[CopyRange], ctx: CopyContext) 
             f"could not read ferry's committed progress of {tp.topic} partition "
             f"{tp.partition}: {tp.error.name()}: {tp.error.str()}",
         )
-    return {(tp.topic, tp.partition): tp.offset for tp in answer}
+    return {(tp.topic, tp.partition): (tp.offset, topic_id_of(tp.metadata)) for tp in answer}
+
+
+def verified_progress(
+    progress: Any, work: list[CopyRange], ctx: CopyContext
+) -> dict[TP, tuple[int, str]]:
+    """`committed_progress`, refusing to resume a position committed beside a topic id when
+    the source did not say (in time) which topic the range's is now: resumed blind, a topic
+    deleted and created again would be read on from the old position, inside the new topic.
+    The lease fails as the source not answering; its retry asks again."""
+    committed = committed_progress(progress, work, ctx)
+    for r in work:
+        offset, topic_id = committed.get((r.remote_topic, r.partition), (-1, ""))
+        if offset >= 0 and topic_id and not r.topic_id:
+            raise KafkaUnavailableError(
+                ctx.source_alias,
+                ctx.source_bootstrap,
+                f"could not read the id of topic {r.topic}: ferry's position {offset} in "
+                f"partition {r.partition} was committed in topic id {topic_id}, and is not "
+                "resumed before the source says the topic is still that one",
+            )
+    return committed
 
 
 def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionResult) -> list[str]:
@@ -309,7 +345,7 @@ def run_lease_exactly_once(
     producers: list[dict[TP, Any]] = [{} for _ in PARITIES]
     for (r, parity), producer in zip(pairs, started, strict=True):
         producers[parity][(r.topic, r.partition)] = producer
-    committed = committed_positions(progress, ranges, ctx)
+    committed = verified_progress(progress, ranges, ctx)
     positions, notices = start_positions(
         ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
     )

@@ -29,12 +29,17 @@ commit steps as functions, so this module is the order of things and nothing els
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ferry.engine.copy.types import EARLIEST, OPEN, CopyRange, PartitionResult, Slice
 
-__all__ = ["LeaseTerms", "run_lease", "start_positions"]
+__all__ = [
+    "LeaseTerms",
+    "run_lease",
+    "start_positions",
+    "with_source_ids",
+]
 
 TP = tuple[str, int]
 # The slice that ends a lease: long enough to hand over what was fetched, then the acks.
@@ -60,15 +65,23 @@ class LeaseTerms:
 
 def start_positions(
     ranges: list[CopyRange],
-    committed: dict[TP, int],
+    committed: Mapping[TP, tuple[int, str]],
     log_ends: dict[TP, int],
     source_ends: Callable[[list[TP]], dict[TP, int]],
 ) -> tuple[dict[TP, int], list[str]]:
-    """Where each partition's copy starts: the flow's committed position on the target.
+    """Where each partition's copy starts: the flow's committed position on the target
+    (`committed`: position and the source topic id committed beside it, by remote partition).
 
-    A partition with none starts at its earliest retained record. A position beyond the
-    source's end means the topic was deleted and created again: the new one is copied from
-    its start, and said (the second value: one sentence per such partition).
+    A partition with none starts at its earliest retained record. A position committed in
+    another topic of the same name (its id differs from the range's) or beyond the source's
+    end means the topic was deleted and created again: the new one is copied from its start,
+    and said (the second value: one sentence per such partition).
+
+    The planner sets such positions back before the lease (engine/plan/topic_ids.py); the
+    check here is where the position is read, so one the planner could not reset (the target
+    did not answer it then, or a transaction of the old topic committed after it) is never
+    resumed: that would skip the new topic's first records, and the new id committed beside
+    the position would hide the skip for ever.
 
     `log_ends` are the ends seen when the lease was planned; an attempt Spark retries, or a
     lease replayed after a restart, may find positions committed since, beyond them. So a
@@ -77,17 +90,24 @@ def start_positions(
     that is a recreated topic."""
     positions: dict[TP, int] = {}
     beyond: dict[TP, int] = {}
+    notices: list[str] = []
     for r in ranges:
         tp = (r.topic, r.partition)
-        position = committed.get((r.remote_topic, r.partition))
+        position, committed_id = committed.get((r.remote_topic, r.partition), (-1, ""))
         end = log_ends.get(tp)
-        if position is None or position < 0:
+        if position < 0:
+            positions[tp] = EARLIEST
+        elif committed_id and r.topic_id and committed_id != r.topic_id:
+            notices.append(
+                f"{r.topic} partition {r.partition}: ferry's position {position} is in topic id "
+                f"{committed_id}, the topic's id is {r.topic_id} now: deleted and re-created; "
+                "copying it from its start"
+            )
             positions[tp] = EARLIEST
         else:
             positions[tp] = position
             if end is not None and position > end:
                 beyond[tp] = position
-    notices: list[str] = []
     now = source_ends(sorted(beyond)) if beyond else {}
     for tp, position in sorted(beyond.items()):
         end = now.get(tp)
@@ -98,6 +118,13 @@ def start_positions(
             )
             positions[tp] = EARLIEST
     return positions, notices
+
+
+def with_source_ids(ranges: list[CopyRange], ids: Mapping[str, str]) -> list[CopyRange]:
+    """Each range with its topic's id as the source gives it now (`ids`, by topic), where it
+    gave one: a task Spark retries, or a lease replayed after a restart, copies with the
+    plan's ranges, whose ids may be those of a topic deleted since."""
+    return [replace(r, topic_id=ids[r.topic]) if ids.get(r.topic) else r for r in ranges]
 
 
 def run_lease(

@@ -33,6 +33,7 @@ from ferry.engine.copy.errors import (
     stall_error,
 )
 from ferry.engine.copy.record_size import single_record_batch_size
+from ferry.engine.copy.schemas import RegistryUnavailableError
 from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import Histogram
 from ferry.errors import KafkaUnavailableError
@@ -143,6 +144,9 @@ def _copy(
             p.poll(timeout)
 
     finished: list[TopicPartition] = []
+    # Partitions of open ranges held at a record whose schema registry did not answer: the
+    # offset of that record, where the partition's copy resumes.
+    on_hold: dict[tuple[str, int], int] = {}
 
     def finish(tp: tuple[str, int]) -> None:
         del active[tp]
@@ -172,6 +176,8 @@ def _copy(
         got_data = False
         for m in messages:
             tp = (m.topic(), m.partition())
+            if on_hold and tp in on_hold:
+                continue  # fetched past its held record: fetched again from it next slice
             r = active.get(tp)
             err = m.error()
             if err is not None:
@@ -227,7 +233,16 @@ def _copy(
                     finish(tp)
                 continue
             if ctx.translator is not None:  # before the size check: headers may grow
-                key, value = ctx.translator.translate(r, offset, key, value, headers, result, ctx)
+                try:
+                    key, value = ctx.translator.translate(
+                        r, offset, key, value, headers, result, ctx
+                    )
+                except RegistryUnavailableError:
+                    if r.end != OPEN:  # a bounded range must end where planned: retried
+                        raise
+                    # A lease: this partition holds at this record, the bin's others go on.
+                    cursor[tp] = on_hold[tp] = offset
+                    continue
                 size += _TRANSLATION_HEADER_BYTES
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:
                 _check_size(key, value, headers, r, offset, ctx)
@@ -265,6 +280,10 @@ def _copy(
                 _produce(producers[tp], r, copy, ctx, chunk.on_last)
             chunk.upstream.append(copy[4])
         held.clear()
+    for tp, offset in on_hold.items():
+        # Fetched again from the held record next slice (what was fetched past it is gone).
+        consumer.incremental_unassign([TopicPartition(*tp)])
+        consumer.incremental_assign([TopicPartition(tp[0], tp[1], offset)])
     for tp, result in results.items():
         if ranges[tp].end == OPEN:  # where the open range got to (its start if nowhere)
             result.end = cursor[tp] if cursor[tp] > max(0, ranges[tp].start) else ranges[tp].start

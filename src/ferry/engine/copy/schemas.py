@@ -20,17 +20,24 @@ bytes are rewritten (nothing else) and the source's id goes in a header
 (`ferry.schema.id.value` / `.key`), the first hop's kept on later hops, like `ferry.origin`.
 
 What never happens: a record written with an id the translator could not map. A registry
-that does not answer raises `KafkaUnavailableError` (the task fails and is retried from the
-flow's committed position: the partition holds, with the cluster, topic, partition, offset,
-schema id and the registry's URL in the status); a schema the target refuses raises
-`ReplicationError`. A payload not in the wire format, or whose id the source registry does
-not know (404: not a registry payload after all), is copied unchanged and counted.
+that does not answer raises `RegistryUnavailableError` (a `KafkaUnavailableError` naming the
+registry, the cluster, topic, partition, offset and schema id). In a lease the copy loop
+holds only that record's partition at that record and goes on with the bin's others (records
+whose ids are mapped already need no registry); elsewhere the task fails and is retried from
+the flow's committed position. While a registry is not answering the translator asks it
+again only after a backoff (1 s, doubling, at most `RETRY_MAX_SECONDS`), so a hung registry
+does not cost every slice a timeout; the first answer resumes every partition held on it.
+Each partition's hold, and the registry's return, is said once (`CopyContext.notice`). A
+schema the target refuses raises `ReplicationError`. A payload not in the wire format, or
+whose id the source registry does not know (404: not a registry payload after all), is
+copied unchanged and counted.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +52,13 @@ from ferry.kafka.schema_wire import (
     target_subject,
 )
 
-__all__ = ["RegistryEndpoint", "SchemaTranslator", "check_registry", "translator_for"]
+__all__ = [
+    "RegistryEndpoint",
+    "RegistryUnavailableError",
+    "SchemaTranslator",
+    "check_registry",
+    "translator_for",
+]
 
 # The source registry answers 404 with these codes for an id it never gave (Confluent's
 # 40403 "schema not found"; Apicurio's ccompat answers the same).
@@ -53,6 +66,36 @@ _NOT_FOUND = 404
 _CONFLICT = 409  # incompatible, or (Apicurio) registered a moment ago by another task
 _UNKNOWN = -1  # this id is no schema of the source registry's
 _SAME: tuple[bytes, bytes] = (b"", b"")  # cached: copy the payload as it is
+# A registry that did not answer is asked again after 1 s, then 2, 4, ... at most this long.
+RETRY_MAX_SECONDS = 15.0
+# A registration answered 409 is looked up this long while the registration that won completes.
+CONFLICT_LOOKUP_SECONDS = 5.0
+# After a registration, this many of the subject's newest versions are checked for duplicates.
+DUPLICATE_WINDOW = 8
+
+
+class RegistryUnavailableError(KafkaUnavailableError):
+    """A schema registry did not answer while a record's schema id was being mapped: the
+    record is not written; its partition holds (a lease) or the task fails and is retried."""
+
+    def __init__(self, alias: str, url: str, reason: str) -> None:
+        self.reason = reason  # what was being done, and what the registry's client said
+        super().__init__(
+            alias,
+            url,
+            f"{reason}; the partition holds until the registry answers (nothing is written "
+            "with an unmapped schema id)",
+            what="schema registry did not answer",
+        )
+
+
+@dataclass
+class _Outage:
+    """A registry that did not answer: when to ask it again, and what it last said."""
+
+    retry_at: float
+    failures: int
+    detail: str
 
 
 @dataclass
@@ -72,6 +115,7 @@ class TranslatorStats:
     lookups: int = 0  # schemas read from the source registry (references included)
     registrations: int = 0  # schemas registered on the target (references included)
     unknown_ids: set[int] = field(default_factory=set)
+    duplicates_left: int = 0  # racing registrations' duplicate versions that could not be deleted
 
 
 class SchemaTranslator:
@@ -88,6 +132,12 @@ class SchemaTranslator:
         # (target subject, source subject, source version) -> target version, for references
         self._references: dict[tuple[str, str, int], int] = {}
         self._lock = threading.Lock()  # a commit thread may share the worker's translator
+        self._outages: dict[str, _Outage] = {}  # registry alias -> its outage
+        self._held: set[tuple[str, int]] = set()  # partitions held on a registry (said once)
+        self._clock = time.monotonic
+        self._sleep = time.sleep
+        self._levels: set[str] = set()  # target subjects whose compatibility level was copied
+        self._default_level: str | None = None  # the source registry's global level, once read
 
     def translate(
         self,
@@ -155,7 +205,13 @@ class SchemaTranslator:
             if mapped is None:
                 is_key, id_bytes = cache_key[2], cache_key[3]
                 source_id = int.from_bytes(id_bytes, "big")
-                target_id = self._resolve(r, offset, is_key, source_id, ctx)
+                try:
+                    self._waiting(r, offset, is_key, source_id, ctx)
+                    target_id = self._resolve(r, offset, is_key, source_id, ctx)
+                except RegistryUnavailableError as exc:
+                    self._hold(exc, r, ctx)
+                    raise
+                self._answered(ctx)
                 if target_id in (_UNKNOWN, source_id):
                     mapped = _SAME
                 else:
@@ -164,13 +220,53 @@ class SchemaTranslator:
                 self._ids[cache_key] = mapped
         return mapped
 
+    def _waiting(
+        self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
+    ) -> None:
+        """Raises, without asking, while a registry that did not answer waits for its retry."""
+        now = self._clock()
+        for registry in (self.source, self.target):
+            outage = self._outages.get(registry.alias)
+            if outage is not None and now < outage.retry_at:
+                raise _unavailable(
+                    registry,
+                    f"{_where(r, offset, is_key, source_id, ctx)} waits: it did not answer "
+                    f"{outage.failures} time(s), last {outage.detail}; asked again in "
+                    f"{outage.retry_at - now:.1f} s",
+                )
+
+    def _hold(self, exc: RegistryUnavailableError, r: CopyRange, ctx: CopyContext) -> None:
+        """A registry did not answer for a record of `r`'s partition: its next retry backed
+        off, and the partition's hold said once."""
+        outage = self._outages.get(exc.cluster)
+        if outage is None or self._clock() >= outage.retry_at:  # it was asked, not waited for
+            failures = outage.failures + 1 if outage is not None else 1
+            backoff = min(RETRY_MAX_SECONDS, 2.0 ** (failures - 1))
+            self._outages[exc.cluster] = _Outage(self._clock() + backoff, failures, exc.reason)
+        partition = (r.topic, r.partition)
+        if partition not in self._held:
+            self._held.add(partition)
+            if ctx.notice is not None:
+                ctx.notice(f"partition held: {exc}")
+
+    def _answered(self, ctx: CopyContext) -> None:
+        """Both registries answered: an outage is over, and its held partitions resume."""
+        if not self._outages:
+            return
+        for alias, outage in sorted(self._outages.items()):
+            registry = self.source if alias == self.source.alias else self.target
+            if ctx.notice is not None:
+                ctx.notice(
+                    f"the schema registry of cluster {alias} ({registry.url}) answers again "
+                    f"after {outage.failures} failed attempt(s); its held partitions resume"
+                )
+        self._outages.clear()
+        self._held.clear()
+
     def _resolve(
         self, r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext
     ) -> int:
-        where = (
-            f"{'key' if is_key else 'value'} of the record at cluster {ctx.source_alias} topic "
-            f"'{r.topic}' partition {r.partition} offset {offset}, schema id {source_id}"
-        )
+        where = _where(r, offset, is_key, source_id, ctx)
         try:
             versions = self.source.client.get_schema_versions(source_id)
             schema = self.source.client.get_schema(source_id)
@@ -196,7 +292,42 @@ class SchemaTranslator:
             what = f"registering subject '{subject_on_target}' for the {where}"
             raise self._failure(self.target, what, exc, r, offset, ctx) from None
         self.stats.registrations += 1
+        try:
+            self._copy_level(subject or default, subject_on_target)
+        except Exception as exc:
+            what = f"copying the compatibility level of subject '{subject or default}' for the"
+            raise self._failure(self.target, f"{what} {where}", exc, r, offset, ctx) from None
         return int(registered)
+
+    def _source_default(self) -> str | None:
+        """The source registry's global compatibility level, read once."""
+        if self._default_level is None:
+            self._default_level = str(self.source.client.get_compatibility() or "")
+        return self._default_level or None
+
+    def _copy_level(self, subject: str, subject_on_target: str) -> None:
+        """The source subject's own compatibility level set on the target subject, once per
+        target subject and worker, after ferry's first registration there (the versions ferry
+        registers later are checked as the source checked them). A subject without a level of
+        its own leaves the target's alone: Confluent's API says so (40408); Apicurio's answers
+        such a subject with the global level, so a level equal to the source's global level
+        is not copied. A target subject that has the level already is not written; two tasks
+        setting it at once is Apicurio's 409 (its rule is created twice), confirmed by a
+        read."""
+        if subject_on_target in self._levels:
+            return
+        level = _own_level(self.source.client, subject)
+        if level is not None and level == self._source_default():
+            level = None  # Apicurio answers a subject without a level with the global one
+        if level is not None and _own_level(self.target.client, subject_on_target) != level:
+            try:
+                self.target.client.set_compatibility(subject_on_target, level)
+            except Exception as exc:
+                if _status(exc) != _CONFLICT:
+                    raise
+                if _own_level(self.target.client, subject_on_target) != level:
+                    raise
+        self._levels.add(subject_on_target)
 
     def _reference(
         self, ref: Any, r: CopyRange, offset: int, ctx: CopyContext, is_key: bool, where: str
@@ -233,19 +364,57 @@ class SchemaTranslator:
     def _register(self, subject: str, schema: Any) -> int:
         """The target's id of `schema` under `subject`, registered if it is not there yet.
 
-        Another task of the flow (another partition, another Python worker) may register the
-        same schema at the same moment; Apicurio's Confluent-compatible API answers the loser
-        409 "already exists" instead of the id. So a 409 is followed by a lookup: found, it is
-        the id; not found, the 409 was a real refusal (an incompatible schema) and is raised."""
+        Looked up first: a schema the subject holds (any version) costs no write. Another
+        task of the flow (another partition, another Python worker) may register the same
+        schema at the same moment, and Apicurio's Confluent-compatible API is not atomic
+        there: it answers one of them 409 "already exists" while the other's registration
+        completes, or both succeed and the subject gets the schema twice, as two versions
+        under one id. So a 409 is followed by lookups for a few seconds (found: it is the
+        id; never found: a real refusal, an incompatible schema, raised), and after a
+        registration a later version holding the same id is deleted (`_drop_duplicates`)."""
+        client = self.target.client
         try:
-            return int(self.target.client.register_schema(subject, schema))
+            return int(client.lookup_schema(subject, schema).schema_id)
+        except Exception as exc:
+            if _status(exc) != _NOT_FOUND:
+                raise
+        try:
+            registered = int(client.register_schema(subject, schema))
         except Exception as exc:
             if _status(exc) != _CONFLICT:
                 raise
-            try:
-                return int(self.target.client.lookup_schema(subject, schema).schema_id)
-            except Exception:
-                raise exc from None
+            deadline = self._clock() + CONFLICT_LOOKUP_SECONDS
+            while True:
+                try:
+                    return int(client.lookup_schema(subject, schema).schema_id)
+                except Exception:
+                    if self._clock() >= deadline:
+                        raise exc from None
+                    self._sleep(0.2)
+        try:
+            self._drop_duplicates(subject, registered)
+        except Exception:  # the id is right either way: a duplicate left is no reason to hold
+            self.stats.duplicates_left += 1
+        return registered
+
+    def _drop_duplicates(self, subject: str, schema_id: int) -> None:
+        """Versions of `subject` that hold `schema_id` after its first one (two registrations
+        raced), deleted: each schema once per subject, as a registry that serialises its
+        writes keeps it. Only the newest versions are read (a race leaves its duplicates at
+        the end); a version another task deleted a moment ago (404) is gone already. Best
+        effort: the copy's id is right either way."""
+        client = self.target.client
+        versions = sorted(client.get_versions(subject))[-DUPLICATE_WINDOW:]
+        holding = [
+            v for v in versions if int(client.get_version(subject, v).schema_id) == schema_id
+        ]
+        for version in holding[1:]:
+            for permanent in (False, True):  # soft first, as the Confluent API asks
+                try:
+                    client.delete_version(subject, version, permanent=permanent)
+                except Exception as exc:
+                    if _status(exc) != _NOT_FOUND:
+                        raise
 
     @staticmethod
     def _failure(
@@ -255,7 +424,7 @@ class SchemaTranslator:
         r: CopyRange,
         offset: int,
         ctx: CopyContext,
-    ) -> KafkaUnavailableError | ReplicationError:
+    ) -> RegistryUnavailableError | ReplicationError:
         status = _status(exc)
         detail = f"{what}: {type(exc).__name__}: {exc}"
         if status is not None and 400 <= status < 500 and status not in (401, 403, 408, 429):
@@ -269,13 +438,30 @@ class SchemaTranslator:
                 fix="make the schema acceptable to the target's registry (its compatibility "
                 "setting for the subject), or turn sync.schemas.enabled off for the flow",
             )
-        return KafkaUnavailableError(
-            registry.alias,
-            registry.url,
-            f"{detail}; the partition holds until the registry answers (nothing is written "
-            "with an unmapped schema id)",
-            what="schema registry did not answer",
-        )
+        return _unavailable(registry, detail)
+
+
+def _where(r: CopyRange, offset: int, is_key: bool, source_id: int, ctx: CopyContext) -> str:
+    return (
+        f"{'key' if is_key else 'value'} of the record at cluster {ctx.source_alias} topic "
+        f"'{r.topic}' partition {r.partition} offset {offset}, schema id {source_id}"
+    )
+
+
+def _unavailable(registry: RegistryEndpoint, reason: str) -> RegistryUnavailableError:
+    return RegistryUnavailableError(registry.alias, registry.url, reason)
+
+
+def _own_level(client: Any, subject: str) -> str | None:
+    """The subject's own compatibility level; None: it has none (the registry's default
+    applies: Confluent's 40408, Apicurio's 404 for a subject without a compatibility rule)."""
+    try:
+        level = client.get_compatibility(subject)
+    except Exception as exc:
+        if _status(exc) == _NOT_FOUND:
+            return None
+        raise
+    return str(level) if level else None
 
 
 def _status(exc: Exception) -> int | None:

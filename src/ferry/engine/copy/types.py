@@ -7,6 +7,7 @@ offset runs the sink commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -87,6 +88,9 @@ class CopyContext:
     # Schema ids rewritten for the target's registry (sync.schemas.enabled with both
     # registries named); None: bytes copied unchanged. The Python loop only.
     translator: RecordTranslator | None = None
+    # Where a task says something once (a partition held on a schema registry, and its end):
+    # ferry run's console and events; None: nowhere.
+    notice: Callable[[str], None] | None = None
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ferry.kafka import clients
 __all__ = [
     "abandon",
     "abandoned",
+    "admin_for",
     "close_mentioning",
     "consumer_for",
     "evict",
@@ -31,6 +32,7 @@ __all__ = [
     "transactional_producer",
 ]
 
+_admins: dict[str, Any] = {}
 _consumers: dict[str, Any] = {}
 _producers: dict[str, tuple[Any, DeliveryTracker]] = {}
 _native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settings
@@ -53,6 +55,13 @@ INIT_TIMEOUT_SECONDS = 60.0
 
 def _key(settings: dict[str, str]) -> str:
     return json.dumps(settings, sort_keys=True)
+
+
+def admin_for(settings: dict[str, str]) -> Any:
+    key = _key(settings)
+    if key not in _admins:
+        _admins[key] = clients.admin_client(settings)
+    return _admins[key]
 
 
 def consumer_for(settings: dict[str, str]) -> Any:

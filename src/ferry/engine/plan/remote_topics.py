@@ -85,6 +85,11 @@ class TopicManager:
         self._timeout = timeout
         self._exclude = [re.compile(p) for p in flow.config_properties_exclude]
 
+    @property
+    def source_admin(self) -> Any:
+        """The admin client of the source cluster this manager reads."""
+        return self._source_admin
+
     # --- metadata -------------------------------------------------------------------------
 
     def _metadata(self, cluster: ClusterConfig, admin: Any) -> Any:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig
+from ferry.engine.spark.internals import hadoop_configuration, jvm
 from ferry.offsets.spark_checkpoint_io import CheckpointStorage, LocalStorage, is_local
 
 if TYPE_CHECKING:
@@ -23,12 +24,9 @@ class HadoopStorage:
     deleting the old one: HDFS's rename does not overwrite)."""
 
     def __init__(self, spark: SparkSession, location: str) -> None:
-        # py4j's JVMView (untyped), never None while the session runs.
-        jvm: Any = spark.sparkContext._jvm
-        self._jvm = jvm
-        self._root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") or "/")
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._fs = self._root.getFileSystem(conf)
+        self._jvm = jvm(spark)  # py4j's JVMView (untyped), never None while the session runs
+        self._root = self._jvm.org.apache.hadoop.fs.Path(location.rstrip("/") or "/")
+        self._fs = self._root.getFileSystem(hadoop_configuration(spark))
         self._location = location.rstrip("/")
 
     def _path(self, path: str) -> Any:  # a py4j JavaObject (py4j is untyped)

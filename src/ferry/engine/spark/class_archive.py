@@ -10,7 +10,10 @@ How the archive comes to be: a `ferry run` that finds none starts its JVM with
 the JVM's stdin (Spark's gateway then calls System.exit), waits for the JVM to write the
 archive, and renames it into place. The JVM deletes a file it failed to write and exits with
 an error, so a file that is there after a clean exit is complete; a run killed before then
-leaves only its temporary file, which a later run deletes.
+leaves only its temporary file, which a later run deletes. The wait is short
+(`FINISH_TIMEOUT_SECONDS`): a JVM still writing then is ended and its file deleted, so a
+stopping `ferry run` never waits long on the archive; one stopped by a signal or the API
+does not wait at all (`Runner._finish_class_archive` passes no time).
 
 The archive's name is a digest of what it depends on (the java binary, pyspark's version and
 jars, the classpath settings and JVM options), so any change makes a new one. A JVM that
@@ -32,7 +35,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import psutil
+
+from ferry.engine.spark.internals import gateway_process
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,8 +55,11 @@ CLASSPATH_SETTINGS = (
 )
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 KEEP_ARCHIVES = 3  # per machine (cache directory), the most recently used
-# Writing the archive takes a few seconds; a JVM still busy after this is left alone.
-FINISH_TIMEOUT_SECONDS = 120.0
+# Writing the archive takes about 20 s on a quiet machine here. A JVM still writing after
+# this is ended and its partial archive deleted (the next run writes one): a stop must not
+# wait long on a cache. On 2 cores shared with six busy brokers a `ferry run` stopped by
+# SIGTERM was still waiting on its JVM's write after 240 s (the wait was 120 s then).
+FINISH_TIMEOUT_SECONDS = 45.0
 
 
 def archive_key(
@@ -85,7 +95,7 @@ class ClassArchive:
         """
         if self.pending is None:
             return False
-        proc = _gateway_process(spark)
+        proc = gateway_process(spark)
         if proc is None:
             return False
         with contextlib.suppress(Exception):
@@ -95,20 +105,18 @@ class ClassArchive:
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            return False  # still writing: left for a later run to clean up
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(timeout=10)  # reaped: a killed JVM writes nothing more
+            with contextlib.suppress(OSError):
+                self.pending.unlink()
+            return False
         if code != 0 or not self.pending.exists():
             with contextlib.suppress(OSError):
                 self.pending.unlink()
             return False
         os.replace(self.pending, self.final)
         return True
-
-
-def _gateway_process(spark: SparkSession) -> Any:
-    # Any: pyspark's private `_gateway.proc` (a Popen whose stdin was checked to be there).
-    gateway = getattr(spark.sparkContext, "_gateway", None)
-    proc = getattr(gateway, "proc", None)
-    return proc if proc is not None and getattr(proc, "stdin", None) is not None else None
 
 
 def plan_archive(cache_dir: Path, key: str, create: bool) -> ClassArchive | None:
@@ -146,18 +154,8 @@ def _remove_abandoned(directory: Path) -> None:
     for path in directory.glob("spark-*.tmp"):
         with contextlib.suppress(OSError, ValueError):
             pid = int(path.suffixes[-2].lstrip("."))
-            if not _alive(pid) or time.time() - path.stat().st_mtime > 3600:
+            if not psutil.pid_exists(pid) or time.time() - path.stat().st_mtime > 3600:
                 path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def java_identity() -> str:

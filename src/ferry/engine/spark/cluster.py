@@ -41,10 +41,12 @@ def submitted_settings() -> dict[str, str]:
     ferry was not started by spark-submit."""
     if not _under_spark_submit():
         return {}
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf
+
+    from ferry.engine.spark.internals import connect_to_submitted_jvm
 
     # Connects to spark-submit's JVM and reads the settings it was launched with.
-    SparkContext._ensure_initialized()
+    connect_to_submitted_jvm()
     settings = {str(k): str(v) for k, v in SparkConf().getAll() if str(k).startswith("spark.")}
     if settings.get("spark.app.name", "").endswith(".py"):
         del settings["spark.app.name"]  # spark-submit's default, the script's name: keep ferry's

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
+from ferry.engine.spark.internals import total_executor_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,9 +19,7 @@ __all__ = ["available_cores"]
 
 
 def available_cores(spark: SparkSession) -> int:
-    context = spark.sparkContext
-    try:
-        cores = int(context._jsc.sc().schedulerBackend().totalCoreCount())
-    except (Py4JError, AttributeError, TypeError, ValueError):
-        return int(context.defaultParallelism)
+    cores = total_executor_cores(spark)
+    if cores is None:
+        return int(spark.sparkContext.defaultParallelism)
     return max(cores, 0)

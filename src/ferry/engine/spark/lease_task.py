@@ -14,8 +14,13 @@ import time
 from collections.abc import Callable
 
 from ferry.engine.copy.client_settings import producer_settings, progress_consumer_settings
-from ferry.engine.copy.exactly_once import committed_positions, run_lease_exactly_once
-from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
+from ferry.engine.copy.exactly_once import run_lease_exactly_once, verified_progress
+from ferry.engine.copy.lease import (
+    LeaseTerms,
+    run_lease,
+    start_positions,
+    with_source_ids,
+)
 from ferry.engine.copy.progress import LeaseCommitter
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.source_ends import high_watermarks
@@ -24,6 +29,7 @@ from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, partition_entry
 from ferry.engine.lease_signals import LeaseSignals
+from ferry.engine.plan.topic_ids import source_topic_ids
 from ferry.engine.spark.task_support import (
     dropping_clients_on_failure,
     print_notices,
@@ -35,6 +41,10 @@ from ferry.errors import FerryError, error_to_text
 from ferry.policy import policy_for
 
 __all__ = ["copy_lease"]
+
+# How long a lease's start waits for the source to describe its topics; without an answer the
+# plan's ids stand.
+ID_TIMEOUT_SECONDS = 10.0
 
 
 def copy_lease(
@@ -51,6 +61,12 @@ def copy_lease(
 
     flow = spec.flow
     state = FlowState(spec.state_dir)
+    # The topics' ids now, not the plan's: where the position is read, they tell a topic
+    # deleted and created again since the plan from the one ferry's position is in.
+    admin = worker_clients.admin_for(spec.source.admin_config())
+    ranges = with_source_ids(
+        ranges, source_topic_ids(admin, {r.topic for r in ranges}, timeout=ID_TIMEOUT_SECONDS)
+    )
     driver = (
         LeaseSignals(spec.signals_url, spec.signals_token, flow.name) if spec.signals_url else None
     )
@@ -101,9 +117,10 @@ def copy_lease(
     progress = worker_clients.consumer_for(progress_conf)
     runs_producer, _tracker = worker_clients.producer_for(producer_conf)
     try:
+        committed = verified_progress(progress, ranges, ctx)
         positions, notices = start_positions(
             ranges,
-            committed_positions(progress, ranges, ctx),
+            committed,
             log_ends,
             lambda tps: high_watermarks(worker_clients.consumer_for(consumer_conf), tps, ctx),
         )

@@ -130,12 +130,9 @@ def wrapper_script(python: str, zips: list[str]) -> str:
 
 
 def spark_home() -> str | None:
-    try:
-        from pyspark.find_spark_home import _find_spark_home
+    from ferry.engine.spark.internals import find_spark_home
 
-        return str(_find_spark_home())
-    except Exception:
-        return None
+    return find_spark_home()
 
 
 def worker_python(python: str, cache_dir: Path) -> str | None:

@@ -128,20 +128,18 @@ def _launch_jvm(settings: dict[str, str], log: Path) -> None:
     console as its stderr; started here first, the session then uses this JVM. Under
     spark-submit (or when a session already runs) the JVM exists and nothing happens.
     """
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import SparkConf
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    from ferry.engine.spark.internals import gateway_running, start_gateway
+
+    if gateway_running() or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
     conf = SparkConf()
     for key, value in settings.items():
         conf.set(key, value)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as output:  # the JVM keeps its own copy of the descriptor
-        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # unannotated in pyspark
-            conf, popen_kwargs={"stdout": output, "stderr": output}
-        )
-    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+        start_gateway(conf, output)
 
 
 def _cache_dir() -> Path:

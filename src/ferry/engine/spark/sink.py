@@ -42,6 +42,7 @@ from ferry.engine.flow_state import FlowState, LeaseBounds, partition_entry
 from ferry.engine.spark.lease_task import copy_lease
 from ferry.engine.spark.task_support import (
     dropping_clients_on_failure,
+    print_notices,
     task_executor,
     transactional_producers,
     use_native,
@@ -107,6 +108,7 @@ class MirrorSink(DataSourceStreamWriter):
             target_bootstrap=self.spec.target.bootstrap_servers,
             target_cluster_id=first.target_cluster_id,
             translator=schema_translator(self.spec),
+            notice=lambda line: print_notices(self.spec, [line]),
         )
         ranges = [
             CopyRange(

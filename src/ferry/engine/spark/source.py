@@ -298,7 +298,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._read_lease_offsets(write_latest=True)
         topics = {t.topic: t.partitions for t in sorted(self._topics.values(), key=_by_topic)}
         lease = int(start.get("lease", 0)) + 1
-        self.state.write_lease(lease, topics)
+        self.state.write_lease(lease, topics, self._topic_ids)
         return {"lease": lease, "topics": topics}
 
     def _lease_partitions(self, end: dict[str, Any]) -> list[BinPartition]:
@@ -350,6 +350,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if committed is not None:
             recreated = self._topics_recreated(committed)
             answer = {tp: 0 if tp[0] in recreated else o for tp, (o, _id) in committed.items()}
+        else:  # the lease is planned with its topics' ids all the same (the watch needs them)
+            self._refresh_topic_ids()
         if write_latest:
             self.state.write_latest({tp_key(*tp): o for tp, o in self._log_ends.items()})
         if answer is None:  # placement falls back to this machine's counters, never fails
@@ -389,6 +391,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if tp.error is None and tp.topic in origin and tp.offset >= 0
         }
 
+    def _refresh_topic_ids(self) -> None:
+        """The source topics' ids now, for the rows and the lease (a topic the source did not
+        describe in time is left out: its id is not known)."""
+        from ferry.kafka import clients
+
+        if self._source_admin is None:
+            self._source_admin = clients.admin_client(self.spec.source.admin_config())
+        self._topic_ids = source_topic_ids(self._source_admin, self._topics, timeout=10)
+
     def _topics_recreated(self, committed: dict[TP, tuple[int, str]]) -> dict[str, tuple[str, str]]:
         """The source topics' ids now (kept for the rows); the topics whose id differs from
         the one committed beside the flow's position, set back to 0 on the target with their
@@ -396,11 +407,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ferry.engine.copy import worker_clients
         from ferry.engine.copy.client_settings import progress_consumer_settings
         from ferry.engine.copy.progress import commit_positions
-        from ferry.kafka import clients
 
-        if self._source_admin is None:
-            self._source_admin = clients.admin_client(self.spec.source.admin_config())
-        self._topic_ids = source_topic_ids(self._source_admin, self._topics, timeout=10)
+        self._refresh_topic_ids()
         changed = changed_topics(committed, self._topic_ids)
         if not changed:
             return changed

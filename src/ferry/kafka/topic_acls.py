@@ -1,11 +1,13 @@
-"""One cluster's topic ACLs, as a switchover's fence reads and writes them.
+"""One cluster's topic ACLs, as a switchover's fence and the protection of remote topics read
+and write them.
 
 The fence denies WRITE on the fenced topics to every principal that may write them
 (control/switchover.py); its reverse allows those principals to write the copies on the other
-side. Both go through this client: literal topic ACLs on any host, each request bounded by
-the switchover's timeout, and errors that name the cluster and the permission ferry's
-principal lacks. A cluster without an authorizer is told apart (NoAuthorizer): there is
-nothing to fence with, and the switchover says so.
+side. Remote topics are protected the same way until a failover lifts it
+(tasks/topic_protection.py, control/protection.py). All go through this client: literal topic
+ACLs on any host, each request bounded by the caller's timeout, and errors that name the
+cluster and the permission ferry's principal lacks (for `purpose`). A cluster without an
+authorizer is told apart (NoAuthorizer): there is nothing to fence with, and the caller says so.
 """
 
 from __future__ import annotations
@@ -54,10 +56,18 @@ class NoAuthorizer(Exception):
 class TopicAcls:
     """One cluster's topic ACLs."""
 
-    def __init__(self, cluster: ClusterConfig, timeout: float) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, timeout: float, purpose: str = "a switchover's fence"
+    ) -> None:
         self.cluster = cluster
         self._timeout = timeout
+        self._purpose = purpose
         self._admin = clients.admin_client(cluster.admin_config())
+
+    @property
+    def admin(self) -> Any:
+        """The cluster's admin client, for the caller's other reads of it."""
+        return self._admin
 
     def _wait(self, future: Any, action: str) -> Any:
         try:
@@ -71,7 +81,7 @@ class TopicAcls:
             raise FerryError(
                 f"cluster {self.cluster.alias}: could not {action}: {error.name()}: "
                 f"{error.str()}; ferry's principal needs DESCRIBE and ALTER on the cluster "
-                "for a switchover's fence"
+                f"for {self._purpose}"
             ) from None
 
     def entries(self) -> list[AclEntry]:
