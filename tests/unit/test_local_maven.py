@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -104,7 +106,7 @@ def test_a_bundle_is_downloaded_checked_and_marked_complete(
     assert is_complete(home)
     assert (home / "libs" / "one-1.0.jar").read_bytes() == GOOD
     assert (home / "libs" / "two-2.0-linux.jar").read_bytes() == GOOD * 2
-    assert sorted(p.name for p in home.iterdir()) == [".complete", "libs"]
+    assert sorted(p.name for p in home.iterdir()) == [".complete", ".lock", "libs"]
 
 
 def test_a_file_that_is_not_the_pinned_one_is_refused_and_nothing_is_kept(
@@ -123,7 +125,7 @@ def test_a_file_that_is_not_the_pinned_one_is_refused_and_nothing_is_kept(
     assert f"{url}/org/example/two/2.0/two-2.0.jar has SHA-256 {tampered.sha256}" in message
     assert f"not the pinned {pinned.sha256}" in message
     assert not is_complete(home)
-    assert list(home.iterdir()) == []  # not even the good file
+    assert [p.name for p in home.iterdir()] == [".lock"]  # not even the good file
 
 
 def test_a_missing_file_and_an_unreachable_repository_name_the_url_and_the_way_out(
@@ -152,3 +154,74 @@ def test_a_missing_file_and_an_unreachable_repository_name_the_url_and_the_way_o
 def test_a_release_the_lock_does_not_pin_says_how_to_pin_it() -> None:
     with pytest.raises(LocalClusterError, match=r"pins no files for 'kafka-9\.9\.9'.*lock\.py"):
         locked("kafka-9.9.9")
+
+
+class _Held(_Quiet):
+    """Serves a file only once `release` is set, and counts the files asked for."""
+
+    release = threading.Event()
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.asked.append(self.path)
+        assert self.release.wait(60)
+        super().do_GET()
+
+
+def _lock_waiters() -> int:
+    """flock() calls blocked on a lock, host-wide (`->` lines of /proc/locks)."""
+    return sum("->" in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_two_callers_on_an_empty_cache_download_once_and_the_second_waits_for_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ferry local up` starts both clusters side by side: the second must not replace the
+    files the first one's JVM is already reading (it did: a broker failed to find its main
+    class), nor take a bundle as complete before it is."""
+    root = tmp_path / "repository"
+    artifacts = [
+        _publish(root, "org.example:one:jar:1.0", GOOD),
+        _publish(root, "org.example:two:jar:2.0", GOOD * 2),
+    ]
+    _lock(monkeypatch, "example-1", artifacts)
+    _Held.release.clear()
+    _Held.asked.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Held, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(
+        "FERRY_MAVEN_REPOSITORY", f"http://127.0.0.1:{server.server_address[1]}/maven2"
+    )
+    home = tmp_path / "home"
+    results: dict[str, Path | BaseException] = {}
+
+    def download(name: str) -> None:
+        try:
+            results[name] = download_bundle(home, "example-1", "the example jars")
+        except BaseException as e:  # reported by the assertion below
+            results[name] = e
+
+    try:
+        first = threading.Thread(target=download, args=("first",))
+        first.start()
+        deadline = time.monotonic() + 30
+        while not _Held.asked:  # the first download is under way, held by the server
+            assert time.monotonic() < deadline, "the first download never asked for a file"
+            time.sleep(0.01)
+        waiters = _lock_waiters()
+        second = threading.Thread(target=download, args=("second",))
+        second.start()
+        while _lock_waiters() <= waiters:  # the second caller waits on the cache's lock
+            assert time.monotonic() < deadline, "the second caller did not wait for the first"
+            time.sleep(0.01)
+        assert not is_complete(home)
+        _Held.release.set()
+        first.join(60)
+        second.join(60)
+    finally:
+        _Held.release.set()
+        server.shutdown()
+        server.server_close()
+    assert results == {"first": home, "second": home}
+    assert sorted(_Held.asked) == sorted(f"/maven2/{a.url('')[1:]}" for a in artifacts)
+    assert (home / "libs" / "two-2.0.jar").read_bytes() == GOOD * 2

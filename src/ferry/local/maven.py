@@ -6,17 +6,23 @@ artifacts. The exact files each needs (runtime dependencies included) are pinned
 that runs ferry needs Maven: each file is fetched from `<repository>/<group path>/<artifact>/
 <version>/<file>` (Maven Central unless `FERRY_MAVEN_REPOSITORY` names a mirror) and kept only
 if its SHA-256 is the pinned one. Files land in a temporary folder that is renamed to `libs/`
-and then marked complete, so an interrupted download is never taken as whole.
+and then marked complete, so an interrupted download is never taken as whole. A download holds
+an exclusive lock on its cache folder: processes or threads that need the same bundle at once
+(`ferry local up` starts both clusters side by side on an empty cache) wait for the first one's
+files instead of replacing `libs/` under a JVM that is already reading it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -33,12 +39,15 @@ __all__ = [
     "Artifact",
     "download_bundle",
     "download_files",
+    "exclusive",
+    "holds",
     "is_complete",
     "locked",
     "repository",
 ]
 
 COMPLETE_MARK = ".complete"
+LOCK_MARK = ".lock"
 DEFAULT_REPOSITORY = "https://repo1.maven.org/maven2"
 REPOSITORY_ENV = "FERRY_MAVEN_REPOSITORY"
 LOCK_FILE = "jars.lock.json"
@@ -68,6 +77,24 @@ def is_complete(home: Path) -> bool:
     return (home / COMPLETE_MARK).exists()
 
 
+@contextmanager
+def exclusive(home: Path) -> Iterator[None]:
+    """Hold `home`'s download lock: one download into a cache folder at a time, across threads
+    and processes (each `open` is its own lock, so threads of one process exclude each other)."""
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / LOCK_MARK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def holds(home: Path, bundle: str) -> bool:
+    """Complete, and holding every file the lock pins now (a lock that gained a file since)."""
+    return is_complete(home) and all((home / "libs" / a.file_name).exists() for a in locked(bundle))
+
+
 def repository() -> str:
     """The Maven repository jars are downloaded from."""
     return os.environ.get(REPOSITORY_ENV) or DEFAULT_REPOSITORY
@@ -95,18 +122,21 @@ def locked(bundle: str) -> list[Artifact]:
 
 def download_bundle(home: Path, bundle: str, what: str, *, quiet: bool = True) -> Path:
     """Download every file pinned for `bundle` into `home/libs` and mark `home` complete. `what`
-    names the download in errors and progress lines."""
-    home.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-    try:
-        download_files(bundle, staging, what, home, quiet=quiet)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    libs = home / "libs"
-    shutil.rmtree(libs, ignore_errors=True)
-    staging.rename(libs)
-    (home / COMPLETE_MARK).write_text(bundle + "\n")
+    names the download in errors and progress lines. Nothing is downloaded when another caller
+    completed the bundle while this one waited for the lock."""
+    with exclusive(home):
+        if holds(home, bundle):
+            return home
+        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+        try:
+            download_files(bundle, staging, what, home, quiet=quiet)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        libs = home / "libs"
+        shutil.rmtree(libs, ignore_errors=True)
+        staging.rename(libs)
+        (home / COMPLETE_MARK).write_text(bundle + "\n")
     return home
 
 

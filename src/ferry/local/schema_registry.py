@@ -8,6 +8,11 @@ and whose Confluent-compatible API (`/apis/ccompat/v7`) is what confluent-kafka'
 the per-user cache, unpacked and marked complete, so an interrupted download is never taken as
 whole.
 
+Each registry keeps its schemas in an H2 database file in its own directory (Apicurio's default
+is an in-memory one), so a registry stopped and started again (`restart_registry`) still has
+every schema under the ids it gave, as a real registry's storage does: a restarted registry
+that came back empty would make the ids in every record already written name nothing.
+
 Registries live in their own state file (`DIR/registries.json`) beside `clusters.json`:
 `ferry local down` stops exactly the pids recorded there, after checking each pid is still that
 registry (its command line names the runner jar and its port), never a recycled pid.
@@ -19,7 +24,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -34,7 +38,8 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port, java_executable
-from ferry.local.maven import COMPLETE_MARK, download_files, is_complete
+from ferry.local.maven import COMPLETE_MARK, download_files, exclusive, is_complete
+from ferry.local.processes import live_process, stop_process
 
 __all__ = [
     "APICURIO_ARTIFACT",
@@ -45,6 +50,7 @@ __all__ = [
     "apicurio_bundle",
     "ensure_apicurio",
     "read_registries",
+    "restart_registry",
     "start_registries",
     "stop_registries",
 ]
@@ -72,26 +78,34 @@ def ensure_apicurio(*, quiet: bool = True) -> Path:
     home = apicurio_home()
     if is_complete(home):
         return home
-    home.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="fetch-", dir=home))
-    try:
-        download_files(
-            apicurio_bundle(), staging, f"Apicurio Registry {APICURIO_VERSION}", home, quiet=quiet
-        )
-        archives = list(staging.glob("*.tar.gz"))
-        if len(archives) != 1:
-            raise LocalClusterError(f"no {APICURIO_ARTIFACT} archive was downloaded into {staging}")
-        unpacked = staging / "app"
-        with tarfile.open(archives[0]) as archive:
-            archive.extractall(unpacked, filter="data")
-        if not (unpacked / _RUNNER).exists():
-            raise LocalClusterError(f"{archives[0].name} holds no {_RUNNER}")
-        app = home / "app"
-        shutil.rmtree(app, ignore_errors=True)
-        unpacked.rename(app)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    (home / COMPLETE_MARK).write_text(APICURIO_VERSION + "\n")
+    with exclusive(home):  # a registry per cluster starts side by side on an empty cache
+        if is_complete(home):
+            return home
+        staging = Path(tempfile.mkdtemp(prefix="fetch-", dir=home))
+        try:
+            download_files(
+                apicurio_bundle(),
+                staging,
+                f"Apicurio Registry {APICURIO_VERSION}",
+                home,
+                quiet=quiet,
+            )
+            archives = list(staging.glob("*.tar.gz"))
+            if len(archives) != 1:
+                raise LocalClusterError(
+                    f"no {APICURIO_ARTIFACT} archive was downloaded into {staging}"
+                )
+            unpacked = staging / "app"
+            with tarfile.open(archives[0]) as archive:
+                archive.extractall(unpacked, filter="data")
+            if not (unpacked / _RUNNER).exists():
+                raise LocalClusterError(f"{archives[0].name} holds no {_RUNNER}")
+            app = home / "app"
+            shutil.rmtree(app, ignore_errors=True)
+            unpacked.rename(app)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (home / COMPLETE_MARK).write_text(APICURIO_VERSION + "\n")
     return home
 
 
@@ -149,20 +163,8 @@ class RegistryProcess:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, SIGKILL if it has not exited within `timeout`."""
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            if not self.is_running():
-                return
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-            deadline = time.monotonic() + wait
-            while self.is_running() and time.monotonic() < deadline:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(self.pid, os.WNOHANG)  # reap it when it is our own child
-                time.sleep(0.05)
-        if self.is_running():
-            raise LocalClusterError(
-                f"schema registry of {self.alias} (pid {self.pid}) did not stop"
-            )
+        process = live_process(self.pid) if self.is_running() else None
+        stop_process(process, f"schema registry of {self.alias}", timeout)
 
 
 def read_registries(directory: Path) -> dict[str, RegistryProcess]:
@@ -214,6 +216,27 @@ def start_registries(
     return result
 
 
+def restart_registry(
+    directory: Path, alias: str, *, timeout: float = 120.0, heap: str = DEFAULT_HEAP
+) -> RegistryProcess:
+    """Start `alias`'s registry again (it is stopped first if it runs), on its port and over
+    its database file, so it serves the schemas and ids it had; recorded under its new pid."""
+    known = read_registries(directory)
+    if alias not in known:
+        raise LocalClusterError(f"no schema registry of {alias} is recorded in {directory}")
+    registry = known[alias]
+    registry.stop()
+    process = _launch(registry, ensure_apicurio(), heap)
+    try:
+        _wait_until_ready(registry, process, timeout)
+    except LocalClusterError:
+        with contextlib.suppress(LocalClusterError):
+            registry.stop(5.0)
+        raise
+    _write_registries(directory, {**known, alias: registry})
+    return registry
+
+
 def stop_registries(directory: Path) -> list[str]:
     """Stop every registry recorded in `directory`; returns the aliases stopped."""
     stopped = []
@@ -233,6 +256,8 @@ def _launch(registry: RegistryProcess, home: Path, heap: str) -> subprocess.Pope
         "QUARKUS_HTTP_PORT": str(registry.port),
         # Its own file of logs, not the terminal that ran `ferry local up`.
         "QUARKUS_LOG_CONSOLE_COLOR": "false",
+        # Schemas kept on disk, in its directory: a restart keeps them and their ids.
+        "REGISTRY_DATASOURCE_URL": f"jdbc:h2:file:{Path(registry.directory) / 'registry'}",
     }
     with registry.log_file.open("ab") as out:
         process = subprocess.Popen(

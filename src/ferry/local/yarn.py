@@ -32,7 +32,7 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port, java_executable
-from ferry.local.maven import download_bundle, is_complete, locked
+from ferry.local.maven import download_bundle, holds
 from ferry.local.processes import recorded_process, stop_process_tree
 
 __all__ = [
@@ -76,10 +76,7 @@ def minicluster_bundle() -> str:
 def ensure_minicluster(*, quiet: bool = True) -> Path:
     """Download the pinned jars once; later calls only check the completion mark."""
     home = hadoop_home()
-    # Complete, and holding every file the lock pins now (a lock that gained a file since).
-    if is_complete(home) and all(
-        (home / "libs" / a.file_name).exists() for a in locked(minicluster_bundle())
-    ):
+    if holds(home, minicluster_bundle()):
         return home
     what = f"Hadoop {HADOOP_VERSION} minicluster jars"
     return download_bundle(home, minicluster_bundle(), what, quiet=quiet)
