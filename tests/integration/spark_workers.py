@@ -95,13 +95,14 @@ def hiding_wrapper(directory: Path) -> local_spark.Wrap:
 
 
 def executor_of(worker: psutil.Process) -> tuple[str, psutil.Process] | None:
-    """The executor JVM a worker started (its id and process), if one runs."""
+    """The executor JVM a worker started (its id and process), if one runs. On YARN the JVM's
+    parent is a shell whose one argument is the whole command: not the JVM."""
     for child in worker.children(recursive=True):
         try:
             command = child.cmdline()
         except psutil.Error:
             continue
-        if any("CoarseGrainedExecutorBackend" in arg for arg in command):
+        if "--executor-id" in command and any("CoarseGrainedExecutorBackend" in a for a in command):
             return command[command.index("--executor-id") + 1], child
     return None
 

@@ -1,8 +1,9 @@
 """YARN and HDFS on this machine (`ferry local yarn up`, Hadoop's own minicluster in one JVM):
-the cluster the command starts, and a Spark Structured Streaming query whose checkpoint and
-sink live on that HDFS failed over to the replica with `ferry failover spark-checkpoint
-hdfs://...` and back (the flow of test_spark_checkpoint_failover.py, on HDFS instead of
-local files). `make test-yarn`.
+the cluster the command starts; `ferry run` with `spark.master = yarn` (its environment
+shipped to the containers through HDFS) copying exactly once while an executor's container is
+SIGKILLed; and a Spark Structured Streaming query whose checkpoint and sink live on that HDFS
+failed over to the replica with `ferry failover spark-checkpoint hdfs://...` and back (the
+flow of test_spark_checkpoint_failover.py, on HDFS instead of local files). `make test-yarn`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from ferry.engine.spark.checkpoint_files import HadoopStorage
 from ferry.local.cluster import LocalCluster
 from tests.ferry_cli import run_ferry
+from tests.integration import executor_faults, test_reconcile
+from tests.integration.executor_faults import (
+    assert_ran_again,
+    copying,
+    finish,
+    progress,
+    sigkill_tree,
+    wait_or_fail,
+)
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.kafka_helpers import create_topic, read_all, record_count, wait_for
 from tests.integration.replication_setup import write_config
+from tests.integration.spark_workers import executor_of, executors_in_status
 from tests.integration.test_spark_checkpoint_failover import (
     PARTITIONS,
     Writer,
@@ -36,6 +48,8 @@ from tests.integration.test_spark_checkpoint_failover import (
 pytestmark = [pytest.mark.integration, pytest.mark.yarn]
 
 private = module_clusters("P")
+# A flow whose records were stranded on a lost A (test_reconcile's), on this module's clusters.
+lost = test_reconcile.lost
 
 
 def ferry(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -106,6 +120,84 @@ def test_yarn_up_on_a_busy_namenode_port_says_so(tmp_path: Path) -> None:
     assert refused.returncode != 0
     assert f"port {port} on 127.0.0.1 is in use" in refused.stdout + refused.stderr
     assert not (tmp_path / "yarn.json").exists()
+
+
+@pytest.mark.timeout(900)
+def test_ferry_run_on_yarn_copies_exactly_once_through_a_killed_executor_container(
+    yarn_cluster: dict[str, Any],
+    kafka_clusters: dict[str, LocalCluster],
+    topic_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`spark.master = yarn` and HADOOP_CONF_DIR are all `ferry run` is given: the driver runs
+    here (client mode), the executors in NodeManager containers, with ferry's environment
+    shipped through HDFS (nothing of ferry is installed for them). One executor's container is
+    SIGKILLed mid-copy: YARN gives Spark a new one, and every record arrives once, in order."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", yarn_cluster["hadoop_conf_dir"])
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, executor_faults.PARTITIONS)
+    events = tmp_path / "events"
+    events.mkdir()
+    config = write_config(
+        tmp_path,
+        kafka_clusters,
+        topics=topic_name,
+        **{
+            "spark.master": "yarn",
+            "spark.submit.deployMode": "client",
+            "spark.executor.instances": 2,
+            "spark.executor.cores": 1,
+            "spark.executor.memory": "512m",
+            "spark.yarn.am.memory": "512m",
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.compress": "false",
+            "spark.eventLog.buffer.kb": "1k",
+            "exactly.once.source.support": "enabled",
+        },
+    )
+    minicluster = psutil.Process(yarn_cluster["state"]["pid"])
+    with copying(tmp_path, config, a, b, topic_name) as (traffic, monitor, ferry):
+        wait_or_fail(lambda: len(executors_in_status(config)) == 2, ferry, "both executors copying")
+        found = executor_of(minicluster)
+        assert found is not None, "no executor container runs under the NodeManagers"
+        killed, executor = found
+        # Its container's working directory holds the environment YARN localized from HDFS.
+        container = Path(executor.cwd())
+        assert (container / "ferry-env" / "ferry-environment.json").exists(), container
+        print(f"SIGKILL to executor {killed} (pid {executor.pid}) in {container.name}")
+        sigkill_tree(executor)
+        progress(monitor, ferry, f"copying after executor {killed}'s container was SIGKILLed")
+        assert set(executors_in_status(config)) - {killed}, "ferry status shows no executor"
+        result = finish(traffic, monitor, ferry, a, b, topic_name)
+
+    assert result.total("copies") == result.total("source") > 0
+    kinds = ("lost", "duplicated", "reordered", "mismatched", "foreign")
+    assert {kind: result.total(kind) for kind in kinds} == dict.fromkeys(kinds, 0)
+    assert_ran_again(events, killed)
+
+
+def test_reconcile_exports_the_stranded_records_to_hdfs(
+    lost: test_reconcile.Lost, yarn_cluster: dict[str, Any], spark: Any, tmp_path: Path
+) -> None:
+    """`ferry reconcile --export hdfs://...`: the records A acknowledged but never copied, as
+    Parquet on HDFS, read back through Hadoop's FileSystem; nothing written to B."""
+    config = lost.config(tmp_path, "export")
+    target = f"{yarn_cluster['hdfs']}/stranded"
+    exported = run_ferry(
+        "reconcile", "-c", str(config), "--flow", "A->B", "--export", target, "--json"
+    )
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    applied = json.loads(exported.stdout)["applied"]
+    assert applied == {"action": "export", "written": 15, "directory": f"{target}/A-to-B"}
+    rows = spark.read.parquet(f"{target}/A-to-B").collect()
+    assert sorted(r["value"].decode() for r in rows) == sorted(lost.stranded["export"])
+    assert {r["topic"] for r in rows} == {lost.topic("export")}
+    assert HadoopStorage(spark, target).names("") == ["A-to-B"]
+    report = run_ferry("reconcile", "-c", str(config), "--flow", "A->B", "--report-only", "--json")
+    assert report.returncode == 3 and json.loads(report.stdout)["stranded"] == 15
 
 
 class Hdfs:

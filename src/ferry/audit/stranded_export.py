@@ -6,6 +6,10 @@ the plan found stranded in each partition, one Spark task per partition; records
 row per record: topic, partition, offset, timestamp (ms since the epoch), key, value (binary,
 null for a tombstone) and headers (an array of key/value structs, in order). The files go to
 `DIR/<source>-to-<target>/`, replaced on every export; nothing is written to either cluster.
+DIR is a local path, or a Hadoop filesystem URI (`hdfs://namenode:8020/stranded`, `s3a://...`)
+kept exactly as given: a URI is never turned into a path (`Path("hdfs://nn/x")` would be
+`hdfs:/nn/x`), and a local path is handed to Spark as a `file:` URI, so a `HADOOP_CONF_DIR`
+whose default filesystem is HDFS does not move it there.
 """
 
 from __future__ import annotations
@@ -23,25 +27,40 @@ from ferry.ops.reconcile import ReconcilePlan
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["export_directory", "export_stranded", "write_stranded"]
+__all__ = ["export_directory", "export_stranded", "is_uri", "write_stranded"]
 
 
-def export_directory(plan: ReconcilePlan, directory: Path) -> Path:
-    return directory / f"{plan.flow.source}-to-{plan.flow.target}"
+def is_uri(directory: str) -> bool:
+    """`hdfs://nn/x`, `s3a://bucket/x`, `file:///x`: a filesystem URI, not a local path."""
+    scheme, separator, _ = directory.partition("://")
+    return bool(separator) and scheme.replace("+", "").replace("-", "").isalnum()
 
 
-def write_stranded(spark: SparkSession, plan: ReconcilePlan, directory: Path) -> int:
+def export_directory(plan: ReconcilePlan, directory: str) -> str:
+    """Where the flow's files go: `directory/<source>-to-<target>`, a URI kept as given, a
+    local path made absolute."""
+    name = f"{plan.flow.source}-to-{plan.flow.target}"
+    if is_uri(directory):
+        return f"{directory.rstrip('/')}/{name}"
+    return str(Path(directory).resolve() / name)
+
+
+def _for_spark(location: str) -> str:
+    return location if is_uri(location) else Path(location).as_uri()
+
+
+def write_stranded(spark: SparkSession, plan: ReconcilePlan, directory: str) -> int:
     """Write the plan's stranded records under `export_directory`; returns the rows written."""
     from pyspark.sql import functions as F
 
-    out = export_directory(plan, directory)
+    out = _for_spark(export_directory(plan, directory))
     schema = (
         "topic string, partition int, offset long, timestamp long, key binary, value binary, "
         "headers array<struct<key: string, value: binary>>"
     )
     parts = plan.with_stranded()
     if not parts:
-        spark.createDataFrame([], schema).write.mode("overwrite").parquet(str(out))
+        spark.createDataFrame([], schema).write.mode("overwrite").parquet(out)
         return 0
     start: dict[str, dict[str, int]] = {}
     end: dict[str, dict[str, int]] = {}
@@ -77,11 +96,11 @@ def write_stranded(spark: SparkSession, plan: ReconcilePlan, directory: Path) ->
             "headers", F.expr("cast(array() as array<struct<key: string, value: binary>>)")
         ).alias("headers"),
     )
-    rows.write.mode("overwrite").parquet(str(out))
-    return int(spark.read.parquet(str(out)).count())
+    rows.write.mode("overwrite").parquet(out)
+    return int(spark.read.parquet(out).count())
 
 
-def export_stranded(config: FerryConfig, plan: ReconcilePlan, directory: Path) -> int:
+def export_stranded(config: FerryConfig, plan: ReconcilePlan, directory: str) -> int:
     """`write_stranded` on a session of the audit's settings, stopped at the end."""
     spark = audit_session(config)
     try:

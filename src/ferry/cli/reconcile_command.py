@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -48,11 +47,12 @@ def reconcile(
         ),
     ] = None,
     export: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--export",
             metavar="DIR",
-            help="Write them as Parquet files under DIR/<source>-to-<target>/ (a Spark job)",
+            help="Write them as Parquet files under DIR/<source>-to-<target>/ (a Spark job); "
+            "DIR is a local path or a Hadoop filesystem URI such as hdfs://namenode:8020/stranded",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -112,7 +112,7 @@ def reconcile(
         applied = {
             "action": "export",
             "written": rows,
-            "directory": str(export_directory(plan, export)),
+            "directory": export_directory(plan, export),
         }
     if as_json:
         print(json.dumps({**plan.as_json(), "position": _POSITION, "applied": applied}))
