@@ -9,6 +9,7 @@ flow of test_spark_checkpoint_failover.py, on HDFS instead of local files). `mak
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -20,10 +21,13 @@ from typing import Any
 
 import httpx
 import psutil
+import pyspark
 import pytest
 
 from ferry.engine.spark.checkpoint_files import HadoopStorage
 from ferry.local.cluster import LocalCluster
+from tests.chaos.audit import audit
+from tests.chaos.observer import read_copies, read_source
 from tests.ferry_cli import run_ferry
 from tests.integration import executor_faults, test_reconcile
 from tests.integration.executor_faults import (
@@ -35,7 +39,14 @@ from tests.integration.executor_faults import (
     wait_or_fail,
 )
 from tests.integration.extra_clusters import module_clusters
-from tests.integration.kafka_helpers import create_topic, read_all, record_count, wait_for
+from tests.integration.kafka_helpers import (
+    Rec,
+    create_topic,
+    produce,
+    read_all,
+    record_count,
+    wait_for,
+)
 from tests.integration.replication_setup import write_config
 from tests.integration.spark_workers import executor_of, executors_in_status
 from tests.integration.test_spark_checkpoint_failover import (
@@ -177,6 +188,89 @@ def test_ferry_run_on_yarn_copies_exactly_once_through_a_killed_executor_contain
     kinds = ("lost", "duplicated", "reordered", "mismatched", "foreign")
     assert {kind: result.total(kind) for kind in kinds} == dict.fromkeys(kinds, 0)
     assert_ran_again(events, killed)
+
+
+@pytest.mark.timeout(600)
+def test_ferry_run_once_as_a_yarn_cluster_mode_application_through_spark_submit(
+    yarn_cluster: dict[str, Any],
+    kafka_clusters: dict[str, LocalCluster],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+) -> None:
+    """The driver in YARN's application master container too: spark-submit --deploy-mode
+    cluster with the archive `ferry pack` built, put on HDFS as a real cluster keeps it
+    (--archives hdfs://...), and the config (--files), as docs/operations/cluster.md gives the
+    command. Nothing of the run is on this machine's side but spark-submit; the copy is exact."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    records = 1000
+    produce(a, topic_name, [Rec(i % 2, None, f"v{i}".encode(), (), 0) for i in range(records)])
+    config = write_config(
+        tmp_path,
+        kafka_clusters,
+        topics=topic_name,
+        **{
+            "exactly.once.source.support": "enabled",
+            "ferry.state.dir": "ferry-state",  # in the container's working directory
+        },
+    )
+    packed = ferry("pack", "--json")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    pack = json.loads(packed.stdout)
+    on_hdfs = f"{yarn_cluster['hdfs']}/apps/ferry/{Path(pack['archive']).name}"
+    hadoop = spark._jvm.org.apache.hadoop.fs
+    filesystem = hadoop.Path(on_hdfs).getFileSystem(spark._jsc.hadoopConfiguration())
+    filesystem.copyFromLocalFile(hadoop.Path(Path(pack["archive"]).as_uri()), hadoop.Path(on_hdfs))
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = {
+        **os.environ,
+        "HADOOP_CONF_DIR": yarn_cluster["hadoop_conf_dir"],
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),  # pyspark's own Spark
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    submitted = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "yarn",
+            "--deploy-mode",
+            "cluster",
+            "--driver-memory",
+            "512m",
+            "--num-executors",
+            "1",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            "--archives",
+            f"{on_hdfs}#ferry-env",
+            "--conf",
+            "spark.pyspark.python=./ferry-env/bin/python",
+            "--conf",
+            "spark.pyspark.driver.python=./ferry-env/bin/python",
+            "--files",
+            str(config),
+            pack["entry_point"],
+            "run",
+            "-c",
+            "ferry.yaml",
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=480,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-5000:]
+    assert "final status: SUCCEEDED" in submitted.stderr, submitted.stderr[-3000:]
+    result = audit(read_source(a, topic_name, 2), read_copies(b, f"A.{topic_name}", 2))
+    kinds = ("lost", "duplicated", "reordered", "mismatched", "foreign")
+    assert {kind: result.total(kind) for kind in kinds} == dict.fromkeys(kinds, 0)
+    assert result.total("copies") == result.total("source") == records
 
 
 def test_reconcile_exports_the_stranded_records_to_hdfs(

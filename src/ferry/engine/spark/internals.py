@@ -10,6 +10,8 @@ workers and the client library import no pyspark).
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -116,10 +118,14 @@ def find_spark_home() -> str | None:
     package), or None when it cannot be found.
 
     Why private: pyspark's launcher finds it with `_find_spark_home`, and no public function
-    says where it is; ferry needs it for `bin/spark-class` and the Python workers' paths."""
-    try:
-        from pyspark.find_spark_home import _find_spark_home
+    says where it is; ferry needs it for `bin/spark-class` and the Python workers' paths.
+    When it finds none it prints a page of advice and calls `sys.exit(-1)`: that happens where
+    pyspark is imported from Spark's `pyspark.zip` with no SPARK_HOME, as in the driver of a
+    YARN cluster-mode application, and must not end the run."""
+    from pyspark.find_spark_home import _find_spark_home
 
-        return str(_find_spark_home())
-    except Exception:
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return str(_find_spark_home())
+    except (Exception, SystemExit):
         return None
