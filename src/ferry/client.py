@@ -36,7 +36,14 @@ from ferry.config.model import ClusterConfig, FerryConfig
 from ferry.flows.control import FlowControl
 from ferry.graph import hops
 from ferry.kafka.errors import kafka_errors
+from ferry.offsets.application_offsets import (
+    StoredOffset,
+    Translated,
+    Untranslatable,
+    translate_stored,
+)
 from ferry.offsets.groups import GroupAdmin
+from ferry.offsets.runs_and_checkpoints import CheckpointStore, RunsStore
 from ferry.offsets.spark_checkpoint import CheckpointRefused, CheckpointRewrite
 from ferry.offsets.spark_checkpoint_io import (
     CheckpointStorage,
@@ -46,8 +53,6 @@ from ferry.offsets.spark_checkpoint_io import (
 from ferry.offsets.spark_checkpoint_io import (
     fail_over_spark_checkpoint as _fail_over_checkpoint,
 )
-from ferry.offsets.stored import StoredOffset, Translated, Untranslatable, translate_stored
-from ferry.offsets.stores import CheckpointStore, RunsStore
 from ferry.policy import IdentityPolicy, PrefixPolicy, ReplicationPolicy
 
 __all__ = [

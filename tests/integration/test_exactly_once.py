@@ -20,7 +20,7 @@ from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.kafka.log import quiet
 from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.policy import policy_for
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import (

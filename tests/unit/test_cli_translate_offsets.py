@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ferry.cli.app import app
 from ferry.cli.offsets_commands import _print_stored
-from ferry.offsets.stored import Translated, parse_line
+from ferry.offsets.application_offsets import Translated, parse_line
 from ferry.terminal.console import out
 from tests.ferry_cli import run_ferry
 

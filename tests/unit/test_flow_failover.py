@@ -330,7 +330,7 @@ def test_checkpoints_by_group_follow_tombstones() -> None:
     and a group with none left is no longer listed."""
     from ferry.config.model import ClusterConfig
     from ferry.kafka.mm2_records import Checkpoint
-    from ferry.offsets.stores import CheckpointStore
+    from ferry.offsets.runs_and_checkpoints import CheckpointStore
 
     store = CheckpointStore(ClusterConfig(alias="B", bootstrap_servers="127.0.0.1:2"), "t")
     for group, partition in (("g1", 1), ("g1", 0), ("g2", 0)):

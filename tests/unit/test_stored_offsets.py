@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
 from ferry.kafka.offset_runs import OffsetRun, runs_from_pairs
-from ferry.offsets.index import Match, OffsetIndex
-from ferry.offsets.stored import (
+from ferry.offsets.application_offsets import (
     Leg,
     StoredOffset,
     Translated,
@@ -22,6 +21,7 @@ from ferry.offsets.stored import (
     parse_lines,
     translate_stored,
 )
+from ferry.offsets.index import Match, OffsetIndex
 
 # --- parsing ---------------------------------------------------------------------------
 

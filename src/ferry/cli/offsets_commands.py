@@ -82,7 +82,7 @@ def _translate_stored(
     from pathlib import Path
 
     from ferry.client import translate_stored_offsets
-    from ferry.offsets.stored import Untranslatable, parse_lines
+    from ferry.offsets.application_offsets import Untranslatable, parse_lines
 
     if source == "-":
         text = sys.stdin.read()

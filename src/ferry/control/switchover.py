@@ -62,7 +62,7 @@ from ferry.kafka.partition_offsets import read_ends
 from ferry.kafka.provenance import Origin
 from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
 from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_failover
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
 from ferry.tasks.topic_configs import TopicConfigSync

@@ -34,7 +34,7 @@ from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.consumer_timestamps import offsets_for_timestamps, read_group_timestamps
 from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.routes import RouteHop, routes
-from ferry.offsets.stores import CheckpointStore, FlowRunsStores
+from ferry.offsets.runs_and_checkpoints import CheckpointStore, FlowRunsStores
 from ferry.offsets.translation import Position, checkpoint_positions, routed_position
 from ferry.policy import policy_for
 

@@ -50,7 +50,7 @@ from ferry.offsets.failover import (
 )
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.recovery_point import RecoveryPoint
-from ferry.offsets.stores import FlowRunsStores
+from ferry.offsets.runs_and_checkpoints import FlowRunsStores
 from ferry.offsets.translation import Position
 
 __all__ = [

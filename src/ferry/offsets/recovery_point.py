@@ -38,7 +38,7 @@ from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.kafka.rpo_probe import last_stable_offsets, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.offsets.timestamp_clients import Deadline, read_partitions, reader
 from ferry.policy import ReplicationPolicy, policy_for
 

@@ -17,8 +17,10 @@ from typing import Protocol
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.flows.control import FlowControl
+from ferry.offsets.application_offsets import Runs, StoredOffset, Translated, translate_stored
 from ferry.offsets.index import Match, OffsetIndex, Translation
 from ferry.offsets.routes import routes
+from ferry.offsets.runs_and_checkpoints import FlowRunsStores
 from ferry.offsets.spark_checkpoint import (
     Answer,
     CheckpointContents,
@@ -29,8 +31,6 @@ from ferry.offsets.spark_checkpoint import (
     positions,
     sink_batches,
 )
-from ferry.offsets.stored import Runs, StoredOffset, Translated, translate_stored
-from ferry.offsets.stores import FlowRunsStores
 
 __all__ = [
     "CheckpointStorage",

@@ -17,7 +17,7 @@ from ferry.config.model import FlowConfig
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.index import Match
 from ferry.offsets.routes import RouteHop
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.policy import ReplicationPolicy
 
 __all__ = ["Position", "checkpoint_positions", "forward_positions", "routed_position"]

@@ -29,7 +29,7 @@ from ferry.kafka.partition_offsets import log_bounds as read_log_bounds
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.kafka.retry import retry_unavailable
 from ferry.offsets.groups import GroupAdmin
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.offsets.stranded import (
     LogTail,
     RecoveryPoint,

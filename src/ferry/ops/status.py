@@ -41,7 +41,7 @@ from ferry.kafka.partition_offsets import read_ends
 from ferry.kafka.rpo_probe import DEFAULT_TIMEOUT, read_rpos
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
-from ferry.offsets.stores import RunsStore
+from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.ops.cluster_health import DIAGNOSIS_SECONDS, Explainer, diagnose
 from ferry.policy import policy_for
 

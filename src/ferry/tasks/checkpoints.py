@@ -25,7 +25,7 @@ from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
-from ferry.offsets.stores import CheckpointStore, RunsStore
+from ferry.offsets.runs_and_checkpoints import CheckpointStore, RunsStore
 from ferry.offsets.translation import forward_positions
 from ferry.policy import policy_for
 

@@ -28,7 +28,7 @@ from ferry.errors import ConfigError
 from ferry.flows.control import FlowControl
 from ferry.offsets.index import Match, OffsetIndex
 from ferry.offsets.routes import RouteHop, routes
-from ferry.offsets.stores import FlowRunsStores
+from ferry.offsets.runs_and_checkpoints import FlowRunsStores
 
 __all__ = [
     "Leg",
