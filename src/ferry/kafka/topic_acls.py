@@ -31,22 +31,40 @@ from ferry.flows.switchover import AclEntry
 from ferry.kafka import clients
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 
-__all__ = ["PROBE_ACL", "NoAuthorizer", "TopicAcls", "ferry_principal"]
+__all__ = [
+    "PROBE_ACL",
+    "NoAuthorizer",
+    "TopicAcls",
+    "every_topic_acl",
+    "ferry_principal",
+    "means_no_authorizer",
+]
 
 # (topic, principal) of a DENY WRITE that matches nothing: created and deleted at once to
 # learn whether a cluster has an authorizer.
 PROBE_ACL = ("ferry-switchover-probe", "User:ferry-switchover-probe")
 
-# None matches any name, principal and host (the stubs say str; librdkafka takes NULL).
-_EVERY_TOPIC_ACL = AclBindingFilter(
-    ResourceType.TOPIC,
-    None,  # type: ignore[arg-type]
-    ResourcePatternType.ANY,
-    None,  # type: ignore[arg-type]
-    None,  # type: ignore[arg-type]
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
+
+def every_topic_acl(pattern_type: str = "ANY") -> AclBindingFilter:
+    """A describe-ACLs filter for every topic ACL of `pattern_type` (ANY, LITERAL, PREFIXED),
+    whatever its name, principal, host, operation and permission."""
+    return AclBindingFilter(
+        ResourceType.TOPIC,
+        None,  # type: ignore[arg-type]  # None matches any name (the stubs say str; librdkafka takes NULL)
+        ResourcePatternType[pattern_type],
+        None,  # type: ignore[arg-type]  # any principal
+        None,  # type: ignore[arg-type]  # any host
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+
+
+def means_no_authorizer(error: KafkaError | None) -> bool:
+    """The broker's answer when it has no ACL authorizer: there are no ACLs to read or keep."""
+    return error is not None and error.code() == KafkaError.SECURITY_DISABLED
+
+
+_EVERY_TOPIC_ACL = every_topic_acl()
 
 
 class NoAuthorizer(Exception):
@@ -74,7 +92,7 @@ class TopicAcls:
             return future.result(self._timeout + 5)
         except (KafkaException, TimeoutError) as exc:
             error = kafka_error_of(exc)
-            if error is not None and error.code() == KafkaError.SECURITY_DISABLED:
+            if means_no_authorizer(error):
                 raise NoAuthorizer(self.cluster.alias) from None
             if error is None or error.code() in UNREACHABLE_CODES:
                 raise unavailable(self.cluster, exc) from None

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__: not re-exported
     AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     ResourcePatternType,
@@ -27,6 +26,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.admin_batches import MAX_ACLS_PER_REQUEST, submit
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
+from ferry.kafka.topic_acls import every_topic_acl, means_no_authorizer
 from ferry.policy import policy_for
 from ferry.tasks.acl_rules import TopicAcl, remote_acls
 from ferry.tasks.checkpoints import SyncReport
@@ -36,16 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AclSync"]
 
-# None matches any name, principal and host (the stubs say str; librdkafka takes NULL).
-_EVERY_LITERAL_TOPIC_ACL = AclBindingFilter(
-    ResourceType.TOPIC,
-    None,  # type: ignore[arg-type]
-    ResourcePatternType.LITERAL,
-    None,  # type: ignore[arg-type]
-    None,  # type: ignore[arg-type]
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
+_EVERY_LITERAL_TOPIC_ACL = every_topic_acl("LITERAL")
 
 
 class _NoAuthorizer(Exception):
@@ -125,7 +116,7 @@ class AclSync:
         error = kafka_error_of(exc)
         if error is None or error.code() in UNREACHABLE_CODES:
             return unavailable(cluster, exc)
-        if error.code() == KafkaError.SECURITY_DISABLED:
+        if means_no_authorizer(error):
             return _NoAuthorizer(f"cluster {cluster.alias} has no authorizer (no ACLs to sync)")
         return FerryError(
             f"cluster {cluster.alias}: could not {action} for flow {self.flow.name}: "
