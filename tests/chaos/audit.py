@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Audit", "PartitionAudit", "Rewind", "audit", "rewinds"]
+__all__ = ["FAULTS", "NO_FAULTS", "Audit", "PartitionAudit", "Rewind", "audit", "rewinds"]
 
 Record = tuple[int, int]  # (offset in the source, digest of key and value)
 
@@ -28,6 +28,11 @@ class PartitionAudit:
     first_lost: int | None = None
 
 
+# What can be wrong with a copy, as PartitionAudit counts it.
+FAULTS = ("lost", "duplicated", "reordered", "mismatched", "foreign")
+NO_FAULTS = dict.fromkeys(FAULTS, 0)
+
+
 @dataclass(frozen=True)
 class Audit:
     partitions: list[PartitionAudit] = field(default_factory=list)
@@ -35,13 +40,14 @@ class Audit:
     def total(self, name: str) -> int:
         return sum(int(getattr(p, name)) for p in self.partitions)
 
+    def faults(self) -> dict[str, int]:
+        """How many records each kind of fault touched; all 0 when the copy is exact."""
+        return {name: self.total(name) for name in FAULTS}
+
     @property
     def exact(self) -> bool:
         """Every source record copied once, in order, unchanged, and nothing else."""
-        return all(
-            self.total(name) == 0
-            for name in ("lost", "duplicated", "reordered", "mismatched", "foreign")
-        )
+        return not any(self.faults().values())
 
 
 def audit(source: Mapping[int, Sequence[Record]], target: Mapping[int, Sequence[Record]]) -> Audit:
