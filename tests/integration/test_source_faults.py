@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ferry.config import load_config
+from ferry.engine.copy.progress import progress_offset
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.engine.run_metrics import RunMetrics
@@ -162,14 +163,14 @@ def test_records_deleted_during_a_leased_run_are_reported_and_the_rest_copied(
     assert f"cluster A, topic {topic_name}, partition 0: offsets 60..89" in lost[0], lost
 
 
-def _recreate(bootstrap: str, topic: str) -> None:
+def _recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(30)
     wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 60, "topic deleted")
 
     def created() -> bool:
         try:
-            create_topic(bootstrap, topic, 1)
+            create_topic(bootstrap, topic, partitions)
         except Exception:  # still being deleted: try again
             return False
         return True
@@ -254,6 +255,75 @@ def test_recreated_topic_is_copied_from_its_start_by_a_leased_run(
         f"new-{i}".encode() for i in range(70)
     ]
     assert any("re-created" in n and topic_name in n for n in notices), notices
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_partition_already_copying_the_new_topic_is_not_set_back(
+    kafka_clusters: dict[str, BrokerProcess],
+    topic_name: str,
+    tmp_path: Path,
+    spark: Any,
+    mode: str,
+) -> None:
+    """A topic deleted and created again under a running lease: a task that met the new topic
+    copies its partition from the start and commits it with the new id, while another
+    partition still holds its position in the old topic. The next lease sets back only that
+    one; set back too, the first partition's new records would be copied a second time."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    create_topic(a, topic_name, 2)
+    old = [Rec(p, None, f"old-{p}-{i}".encode(), (), 0) for p in (0, 1) for i in range(30)]
+    produce(a, topic_name, old)
+    old_id = _topic_id(a, topic_name)
+    config = write_config(tmp_path, kafka_clusters, topics=topic_name, **MODES[mode])
+    first, _ = _run_once(config, spark)
+    assert first.records == 60
+    _recreate(a, topic_name, 2)
+    produce(
+        a,
+        topic_name,
+        [Rec(p, None, f"new-{p}-{i}".encode(), (), 0) for p in (0, 1) for i in range(50)],
+    )
+    new_id = _topic_id(a, topic_name)
+    # Partition 0 as a task that met the new topic leaves it: its first 20 records copied and
+    # the position committed with the new id (the copies themselves are not needed here).
+    [flow] = load_config(config).enabled_flows
+    remote = f"A.{topic_name}"
+    committer = Consumer({"bootstrap.servers": b, "group.id": flow.progress_group})
+    try:
+        committer.commit(offsets=[progress_offset(remote, 0, 20, new_id)], asynchronous=False)
+    finally:
+        committer.close()
+    notices: list[str] = []
+    runner = Runner(load_config(config), spark=spark, on_notice=notices.append)
+    failures: list[BaseException] = []
+
+    def watch() -> None:
+        try:
+            wait_for(lambda: _count(b, remote) >= 60 + 30 + 50, 120, "the new topic copied")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            runner.request_stop()
+
+    beside = threading.Thread(target=watch, daemon=True)
+    beside.start()
+    runner.run()
+    beside.join(30)
+    if failures:
+        raise failures[0]
+
+    copies = read_offsets(b, remote, 2, 140, 60)
+    values = {p: [rec.value for _, rec in rows] for p, rows in copies.items()}
+    assert values[0] == [f"old-0-{i}".encode() for i in range(30)] + [
+        f"new-0-{i}".encode() for i in range(20, 50)
+    ]
+    assert values[1] == [f"old-1-{i}".encode() for i in range(30)] + [
+        f"new-1-{i}".encode() for i in range(50)
+    ]
+    said = [n for n in notices if topic_name in n and "position in partition(s)" in n]
+    assert said and all("partition(s) 1 was in" in n for n in said), notices
+    assert old_id in said[0] and new_id in said[0], said
+    assert not any(f"{topic_name} partition 0:" in n for n in notices), notices
 
 
 def _count(bootstrap: str, topic: str) -> int:

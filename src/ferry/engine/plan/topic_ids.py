@@ -4,10 +4,11 @@ Kafka gives a topic an id (a UUID) when it is created; deleted and created again
 same name, it gets a new id and its offsets start at 0 again. ferry commits the id beside each
 position (the offset commit's metadata, `engine/copy/progress.py`), so a position is always
 read together with the topic it is a position in. Before planning, the planner compares the
-source's ids now with the ids committed (`changed_topics`, pure): a different id means ferry's
-position points into a topic that is gone. Were that missed, once the new topic holds more
-records than the old position, copying would resume in the middle of it and skip its first
-records; so the new topic is copied from its start, and said, naming both ids.
+source's ids now with the ids committed (`changed_partitions`, pure): a different id means
+that partition's position points into a topic that is gone. Were that missed, once the new
+topic holds more records than the old position, copying would resume in the middle of it and
+skip its first records; so the partition is copied from the new topic's start, and said,
+naming both ids. Partitions already committed with the new id keep their positions.
 
 An id not known (a position committed by an older ferry or by hand, or the source's answer
 missing) is never taken for a change: the older check still holds there (a position beyond
@@ -26,22 +27,46 @@ from ferry.kafka.admin_batches import MAX_TOPICS_PER_METADATA_REQUEST, batches
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["changed_topics", "source_topic_ids"]
+__all__ = ["changed_partitions", "ends_in_new_topics", "source_topic_ids"]
 
 TP = tuple[str, int]
 
 
-def changed_topics(
+def changed_partitions(
     committed: Mapping[TP, tuple[int, str]], current: Mapping[str, str]
-) -> dict[str, tuple[str, str]]:
-    """{topic: (committed id, id now)} for each topic one of whose partitions has a position
-    committed with an id that differs from the topic's id now. Unknown ids ("") never count."""
-    changed: dict[str, tuple[str, str]] = {}
-    for (topic, _partition), (_offset, old) in sorted(committed.items()):
+) -> dict[TP, tuple[str, str]]:
+    """{(topic, partition): (committed id, id now)} for each partition whose position was
+    committed with an id that differs from its topic's id now. Unknown ids ("") never count.
+
+    By partition, not by topic: a topic's partitions need not all have moved on together. A
+    task that met the new topic first copies its partitions from the new topic's start and
+    commits them with the new id, while another partition of the same topic, in a task that
+    ended before it met the new topic, still holds a position in the old one. Setting the whole
+    topic back would copy the first partitions' new records a second time."""
+    changed: dict[TP, tuple[str, str]] = {}
+    for (topic, partition), (_offset, old) in sorted(committed.items()):
         new = current.get(topic, "")
-        if old and new and old != new and topic not in changed:
-            changed[topic] = (old, new)
+        if old and new and old != new:
+            changed[(topic, partition)] = (old, new)
     return changed
+
+
+def ends_in_new_topics(
+    start: Mapping[TP, int],
+    committed: Mapping[TP, tuple[int, str]],
+    changed: Mapping[TP, tuple[str, str]],
+) -> dict[TP, int]:
+    """Where a bounded batch ends each planned partition of a topic deleted and created again:
+    a partition whose position was in the old topic (`changed`) at 0; one already committed
+    with the new id (a leased run copies the new topic too) at its position there."""
+    new_ids = {topic: new for (topic, _p), (_old, new) in changed.items()}
+    moved: dict[TP, int] = {}
+    for tp in start:
+        if tp[0] not in new_ids:
+            continue
+        offset, topic_id = committed.get(tp, (0, ""))
+        moved[tp] = offset if tp not in changed and topic_id == new_ids[tp[0]] else 0
+    return moved
 
 
 def source_topic_ids(admin: AdminClient, topics: Iterable[str], timeout: float) -> dict[str, str]:

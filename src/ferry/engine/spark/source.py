@@ -57,7 +57,11 @@ from ferry.engine.plan.batches import (
 )
 from ferry.engine.plan.leases import lags, lease_rows, lease_weights, read_counters
 from ferry.engine.plan.remote_topics import RemoteTopic, TopicManager
-from ferry.engine.plan.topic_ids import changed_topics, source_topic_ids
+from ferry.engine.plan.topic_ids import (
+    changed_partitions,
+    ends_in_new_topics,
+    source_topic_ids,
+)
 from ferry.errors import FerryError, error_to_text
 from ferry.offsets.groups import GroupAdmin
 
@@ -191,15 +195,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = dict(self._available_now)
         self.state.write_latest({tp_key(*tp): o for tp, o in latest.items()})
-        recreated_ids: set[str] = set()
+        moved: dict[TP, int] = {}  # partitions of a re-created topic: where this batch ends
         if time.monotonic() >= self._next_id_check:
             self._next_id_check = time.monotonic() + self.flow.refresh_topics_interval_seconds
-            committed = self._committed({t: r.partitions for t, r in self._topics.items()})
-            recreated_ids = set(self._topics_recreated(committed or {}))
+            committed = self._committed({t: r.partitions for t, r in self._topics.items()}) or {}
+            moved = ends_in_new_topics(start, committed, self._topics_recreated(committed))
         # A partition seen for the first time starts at its earliest retained record; so does
         # one whose end fell below ferry's progress (its topic was deleted and recreated).
         new = [tp for tp in latest if tp not in start or latest[tp] < start[tp]]
-        recreated = [tp for tp in new if tp in start and tp[0] not in recreated_ids]
+        recreated = [tp for tp in new if tp in start and tp not in moved]
         for tp in recreated:
             self._notice(
                 f"{tp[0]} partition {tp[1]} on {self.flow.source} ends at {latest[tp]}, "
@@ -231,12 +235,13 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, end in ends.items():
             if end != begin[tp] or tp in start:
                 result[tp] = end
-        # A topic whose id changed: this batch moves its partitions' offsets to 0 and copies
-        # nothing of them (an end below the start is no range), the next one copies the new
-        # topic from 0. Batches stay defined by their offsets alone, so a replay is the same.
-        for tp in start:
-            if tp[0] in recreated_ids and tp in result:
-                result[tp] = 0
+        # A topic whose id changed: this batch moves its partitions' offsets into the new
+        # topic and copies nothing of them (an end below the start is no range, one above it
+        # is resumed at the position committed), the next one copies on from there. Batches
+        # stay defined by their offsets alone, so a replay is the same.
+        for tp, offset in moved.items():
+            if tp in result:
+                result[tp] = offset
         return _nested(result)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -349,7 +354,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         answer = None
         if committed is not None:
             recreated = self._topics_recreated(committed)
-            answer = {tp: 0 if tp[0] in recreated else o for tp, (o, _id) in committed.items()}
+            answer = {tp: 0 if tp in recreated else o for tp, (o, _id) in committed.items()}
         else:  # the lease is planned with its topics' ids all the same (the watch needs them)
             self._refresh_topic_ids()
         if write_latest:
@@ -400,27 +405,33 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._source_admin = clients.admin_client(self.spec.source.admin_config())
         self._topic_ids = source_topic_ids(self._source_admin, self._topics, timeout=10)
 
-    def _topics_recreated(self, committed: dict[TP, tuple[int, str]]) -> dict[str, tuple[str, str]]:
-        """The source topics' ids now (kept for the rows); the topics whose id differs from
-        the one committed beside the flow's position, set back to 0 on the target with their
-        new id, each said, naming both ids."""
+    def _topics_recreated(self, committed: dict[TP, tuple[int, str]]) -> dict[TP, tuple[str, str]]:
+        """The source topics' ids now (kept for the rows); the partitions whose position was
+        committed with another id than their topic's now, set back to 0 on the target with the
+        new id, said per topic, naming both ids and the partitions. A partition of the same
+        topic already committed with the new id keeps its position: it is copying the new
+        topic already, and setting it back would copy what it copied a second time."""
         from ferry.engine.copy import worker_clients
         from ferry.engine.copy.client_settings import progress_consumer_settings
         from ferry.engine.copy.progress import commit_positions
 
         self._refresh_topic_ids()
-        changed = changed_topics(committed, self._topic_ids)
+        changed = changed_partitions(committed, self._topic_ids)
         if not changed:
             return changed
         policy, source = self._topic_manager().policy, self.flow.source
+        by_topic: dict[tuple[str, str, str], list[int]] = {}
+        for (topic, partition), (old, new) in changed.items():
+            by_topic.setdefault((topic, old, new), []).append(partition)
         positions, ids = {}, {}
-        for topic, (old, new) in changed.items():
+        for (topic, old, new), partitions in by_topic.items():
             self._notice(
                 f"topic {topic} on {source} was deleted and re-created: its topic id is {new}, "
-                f"ferry's position was in {old}; copying the new topic from its start"
+                f"ferry's position in partition(s) {', '.join(map(str, partitions))} was in "
+                f"{old}; copying them from the new topic's start"
             )
             remote = policy.remote_topic(source, topic)
-            for p in range(self._topics[topic].partitions):
+            for p in partitions:
                 positions[(remote, p)] = 0
                 ids[(remote, p)] = new
         settings = progress_consumer_settings(self.spec.target, self.flow)
