@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 
 from ferry.engine.flow_state import FlowState
-from ferry.engine.lease_signals import (
-    QUIET_SECONDS,
-    TOKEN_HEADER,
-    UNHEARD_SECONDS,
-    LeaseSignals,
-    LeaseSignalServer,
-)
+from ferry.engine.lease_signal_server import UNHEARD_SECONDS, LeaseSignalServer
+from ferry.engine.lease_signals import QUIET_SECONDS, TOKEN_HEADER, LeaseSignals
 
 FLOW = "A->B"
 
@@ -83,7 +78,7 @@ def test_a_task_name_that_is_not_a_file_name_is_refused(
         f"{server.url}/flows/A-%3EB/live",
         data=body.encode(),
         method="PUT",
-        headers={TOKEN_HEADER: server.token},
+        headers={TOKEN_HEADER: server.token, "Content-Type": "application/json"},
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)

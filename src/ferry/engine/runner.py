@@ -29,7 +29,7 @@ from ferry.engine.flow_state import FlowState
 from ferry.engine.flow_supervisor import FlowSupervisor
 from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
-from ferry.engine.lease_signals import LeaseSignalServer
+from ferry.engine.lease_signal_server import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
 from ferry.engine.preflight import Retrier, check_copier, fence_flow, prepare
 from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
