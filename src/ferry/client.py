@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ferry.config.model import ClusterConfig, FerryConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph import hops
 from ferry.kafka.errors import kafka_errors
 from ferry.offsets.application_offsets import (

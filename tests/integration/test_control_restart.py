@@ -15,7 +15,7 @@ from ferry.config import load_config
 from ferry.control.controller import Controller
 from ferry.control.log import recorded_control, recorded_controls
 from ferry.engine.runner import Runner
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.local.cluster import LocalCluster
 from tests.integration.kafka_helpers import Rec, create_topic, produce, record_count, wait_for
 from tests.integration.replication_setup import run_beside, run_once, write_config

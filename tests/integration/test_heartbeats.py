@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from ferry.config import load_config
 from ferry.errors import ReplicationError
 from ferry.local.cluster import LocalCluster
-from ferry.tasks.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from ferry.sync.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from tests.integration.replication_setup import write_config
 
 

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from ferry.config.loader import load_config
 from ferry.control.log import recorded_control
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.service.run import FerryRun, RunOptions
 from tests.ferry_cli import run_ferry
 from tests.integration.kafka_helpers import Rec, create_topic, produce, read_all, wait_for

@@ -49,7 +49,7 @@ from ferry.config import load_config
 from ferry.control.log import ControlLog, recorded_control
 from ferry.control.switchover import STOP_AFTER_ENV, SwitchoverOptions, switchover
 from ferry.errors import FerryError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.switchover import SwitchoverRecord
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.local.cluster import LocalCluster

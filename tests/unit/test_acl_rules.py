@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.tasks.acl_rules import TopicAcl, remote_acls
+from ferry.sync.acl_rules import TopicAcl, remote_acls
 
 OPERATIONS = ["READ", "WRITE", "ALL", "DESCRIBE", "ALTER", "DELETE", "CREATE"]
 

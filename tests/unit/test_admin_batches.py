@@ -192,7 +192,7 @@ class _ConfigAdmin(_Admin):
 def test_config_sync_of_2500_topics_describes_and_alters_in_batches() -> None:
     from ferry.config.model import FerryConfig
     from ferry.kafka.admin_batches import MAX_CONFIG_RESOURCES_PER_REQUEST
-    from ferry.tasks.topic_configs import TopicConfigSync
+    from ferry.sync.topic_configs import TopicConfigSync
 
     names = [f"s{i:04d}" for i in range(2500)]
     source = _ConfigAdmin(dict.fromkeys(names, 10), "5")

@@ -19,7 +19,7 @@ from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
 from ferry.engine.flow_state import FlowState
 from ferry.errors import ConfigError, KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.status import Condition
 
 TOKEN = "t0ken"

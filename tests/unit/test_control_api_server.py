@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from ferry.api.api_client import ApiClient
 from ferry.api.auth import TOKEN_ENV
-from ferry.api.client import ApiClient
 from ferry.api.server import address_file, serve
 from ferry.config import load_config
 from ferry.config.model import FerryConfig

@@ -12,7 +12,7 @@ from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
 from ferry.control.log import ControlLog, switchable_flows
 from ferry.engine.flow_state import FlowState
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 
 def _config(tmp_path: Path) -> FerryConfig:

@@ -11,7 +11,7 @@ from ferry.config.model import FerryConfig
 from ferry.control.controller import Controller
 from ferry.engine.flow_state import FlowState
 from ferry.errors import RejectedChangeError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 TOPICS = {"A": {"orders"}, "B": {"orders"}, "C": {"orders", "payments"}}
 

@@ -16,7 +16,7 @@ from ferry.control.controller import Controller
 from ferry.control.log import ControlLog, control_logs, control_place
 from ferry.engine.flow_state import FlowState
 from ferry.errors import KafkaUnavailableError, RejectedChangeError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 TOPICS = {"A": {"orders", "extra"}, "B": {"orders"}, "C": {"orders", "extra"}}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.kafka.offset_runs import OffsetRun
 from ferry.offsets.index import OffsetIndex
 from ferry.offsets.routes import RouteHop, routes

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.config.model import FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.policy import PrefixPolicy
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.status import Condition, FlowStatus, flow_status
 
 DOWN = "cluster B (127.0.0.1:2) is unreachable: Connection refused"

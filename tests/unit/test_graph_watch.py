@@ -7,7 +7,7 @@ from pathlib import Path
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
 from ferry.engine.flow_state import FlowState
 from ferry.engine.graph_watch import GraphWatch
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 IDENTITY = PolicySpec(kind="identity")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ferry.config.model import FlowConfig, PolicySpec
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.protection import lifted_denies, protection, remote_topics_of
 from ferry.flows.switchover import AclEntry
 from ferry.graph.selection import TopicSelector
@@ -121,7 +121,7 @@ def test_a_lift_that_is_not_a_list_of_names_is_refused(lifted: str) -> None:
 
 def test_the_identity_policy_and_an_unnamed_principal_leave_topics_unprotected() -> None:
     from ferry.config.model import ClusterConfig, FerryConfig
-    from ferry.tasks.topic_protection import RemoteTopicProtection
+    from ferry.sync.topic_protection import RemoteTopicProtection
 
     clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
     identity = FlowConfig(source="A", target="B", policy=PolicySpec(kind="identity"))

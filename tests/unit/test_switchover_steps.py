@@ -12,7 +12,7 @@ import pytest
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control.switchover import elsewhere
-from ferry.flows.control import FlowControl, effective_config
+from ferry.flows.override import FlowControl, effective_config
 from ferry.flows.switchover import (
     DRAIN,
     FENCE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ferry.config.model import FlowConfig
-from ferry.tasks.topic_configs import config_changes
+from ferry.sync.topic_configs import config_changes
 
 MM2_EXCLUDES = [re.compile(p) for p in FlowConfig(source="A", target="B").config_properties_exclude]
 
@@ -100,7 +100,7 @@ class _Admin:
 
 def _sync(source: _Admin, target: _Admin) -> object:
     from ferry.config.model import ClusterConfig, FerryConfig
-    from ferry.tasks.topic_configs import TopicConfigSync
+    from ferry.sync.topic_configs import TopicConfigSync
 
     clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
     flow = FlowConfig(source="A", target="B", enabled=True, topics=("orders", "new"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig, PolicySpec
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.check import check_topics
 from ferry.graph.guard import new_errors, refusals
 

@@ -16,7 +16,7 @@ from ferry.config.model import FlowConfig
 from ferry.engine.flow_state import FlowState
 from ferry.engine.latency import Histogram
 from ferry.engine.rpo_watch import read_rpo
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.status import Condition, flow_status
 from ferry.policy import policy_for
 

@@ -30,7 +30,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 
 def _client(config: Path, url: str | None) -> Any:
-    from ferry.api.client import ApiClient
+    from ferry.api.api_client import ApiClient
     from ferry.config import load_config
 
     return ApiClient.of(load_config(config), url)

@@ -16,7 +16,7 @@ from ferry.terminal.console import err, out
 
 if TYPE_CHECKING:
     from ferry.config.model import FerryConfig
-    from ferry.flows.control import FlowControl
+    from ferry.flows.override import FlowControl
     from ferry.offsets.failover import FailoverPlan
 
 __all__ = ["print_plan", "recorded_control", "translate"]

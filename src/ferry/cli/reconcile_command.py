@@ -129,7 +129,7 @@ def _refuse_while_copying(cfg: FerryConfig, flow: FlowConfig) -> None:
     the flow meanwhile would copy the stranded tail again, unmarked. Its control state says
     whether one may."""
     from ferry.control.log import recorded_control
-    from ferry.flows.control import FlowControl
+    from ferry.flows.override import FlowControl
 
     control = recorded_control(cfg, flow.source, flow.target) or FlowControl()
     copying = control.copying(flow.name, flow.enabled)

@@ -11,7 +11,7 @@ from ferry.terminal.console import err, out
 
 if TYPE_CHECKING:
     from ferry.config.model import FerryConfig
-    from ferry.flows.control import FlowControl
+    from ferry.flows.override import FlowControl
     from ferry.offsets.spark_checkpoint import CheckpointRewrite
 
 __all__ = ["spark_checkpoint_failover"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.config import read_only
-from ferry.config.clients import check_client_key, check_safety, translate_jaas
+from ferry.config.client_keys import check_client_key, check_safety, translate_jaas
 from ferry.config.entries import Entry, read_entries
 from ferry.config.java_stores import STORE_KEYS, translate_stores
 from ferry.config.keys import (

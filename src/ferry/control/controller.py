@@ -25,7 +25,7 @@ from ferry.control.log import ControlLog, control_logs, read_logs, switchable_fl
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState
 from ferry.errors import FerryError, RejectedChangeError, UnknownFlowError
-from ferry.flows.control import FlowControl, effective_config
+from ferry.flows.override import FlowControl, effective_config
 from ferry.graph.guard import new_errors
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients

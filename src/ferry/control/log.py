@@ -31,7 +31,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no _
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_reader import TopicTail

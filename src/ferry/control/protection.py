@@ -1,7 +1,7 @@
 """Lifting the protection of a flow's remote topics: the first step of a failover or switchover.
 
 Until then only ferry may write `A.orders` on B (ferry.flows.protection, kept by
-tasks/topic_protection.py in `ferry run`). Applications that fail over to B write there, so
+sync/topic_protection.py in `ferry run`). Applications that fail over to B write there, so
 `ferry failover flow` (every remote topic), `ferry failover group` (the group's topics)
 and `ferry switchover` (in its reverse step) lift it:
 1. recorded in the flow's control record (`FlowControl.lifted`), first: a running `ferry
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.control.log import ControlLog, control_place
 from ferry.errors import FerryError, KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.protection import lifted_denies, remote_topics_of
 from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import kafka_errors
@@ -68,7 +68,7 @@ def _lift(
 ) -> list[tuple[str, str]]:
     policy = policy_for(flow.policy, flow.source)
     if not flow.protect_remote_topics or isinstance(policy, IdentityPolicy):
-        return []  # never protected (tasks/topic_protection.py): nothing to lift or record
+        return []  # never protected (sync/topic_protection.py): nothing to lift or record
     target = config.clusters[flow.target]
     acls = TopicAcls(target, timeout, PURPOSE)
     if not acls.has_authorizer():

@@ -37,7 +37,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.control.log import ControlLog, control_place
 from ferry.control.protection import lift_protection
 from ferry.errors import FerryError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.switchover import (
     DRAIN,
     FENCE,
@@ -65,7 +65,7 @@ from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_
 from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.ops.status import replicated_positions
 from ferry.policy import policy_for
-from ferry.tasks.topic_configs import TopicConfigSync
+from ferry.sync.topic_configs import TopicConfigSync
 
 __all__ = ["STOP_AFTER_ENV", "SwitchoverOptions", "SwitchoverReport", "switchover"]
 

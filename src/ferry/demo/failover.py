@@ -21,7 +21,7 @@ from ferry.errors import FerryError
 from ferry.kafka import clients
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.failover import apply_failover, plan_failover
-from ferry.tasks.control_plane import ControlPlane
+from ferry.sync.loop import SyncLoop
 from ferry.terminal.console import rule, styled
 
 __all__ = ["failover_act"]
@@ -49,7 +49,7 @@ def failover_act(console: Console, config: FerryConfig, brokers: dict[str, Any])
         f"{sum(ends.values()):,} records when A fails.",
         highlight=False,
     )
-    plane = ControlPlane(config)
+    plane = SyncLoop(config)
     try:
         plane.run_once()  # ferry run does this every emit.checkpoints.interval.seconds
     finally:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ferry.engine.executors import ExecutorStats, TaskReport, add_totals, summarize
 from ferry.engine.latency import Histogram
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 __all__ = ["FlowState", "LeaseBounds", "lost_ranges", "partition_entry", "tp_key"]
 

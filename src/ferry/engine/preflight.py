@@ -20,7 +20,7 @@ from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.kafka.reachability import Reachability
 from ferry.kafka.retry import retry_unavailable
 from ferry.policy import policy_for
-from ferry.tasks.heartbeats import ensure_heartbeats_topic
+from ferry.sync.heartbeats import ensure_heartbeats_topic
 
 __all__ = ["Retrier", "check_copier", "fence_flow", "prepare"]
 

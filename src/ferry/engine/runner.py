@@ -40,7 +40,7 @@ from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
 from ferry.kafka.reachability import Reachability
 from ferry.signals import stop_on_signals
-from ferry.tasks.control_plane import ControlPlane
+from ferry.sync.loop import SyncLoop
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -236,7 +236,7 @@ class Runner:
                 graph.start()
                 stack.callback(graph.stop)
             states = {f.flow.name: f.state for f in flows}
-            plane = ControlPlane(
+            plane = SyncLoop(
                 self.config, self._notice, self._reach, lambda flow: states[flow.name].control()
             )
             if not self.once:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 
 __all__ = ["Condition", "FlowStatus", "flow_status"]
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.policy import ReplicationPolicy, policy_for
 

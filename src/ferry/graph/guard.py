@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ferry.config.model import FerryConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.check import Finding, check_topics
 
 __all__ = ["Refusals", "new_errors", "refusals"]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 from ferry.config.model import FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.policy import ReplicationPolicy
 
 __all__ = ["TopicSelector"]

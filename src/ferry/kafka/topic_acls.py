@@ -4,7 +4,7 @@ and write them.
 The fence denies WRITE on the fenced topics to every principal that may write them
 (control/switchover.py); its reverse allows those principals to write the copies on the other
 side. Remote topics are protected the same way until a failover lifts it
-(tasks/topic_protection.py, control/protection.py). All go through this client: literal topic
+(sync/topic_protection.py, control/protection.py). All go through this client: literal topic
 ACLs on any host, each request bounded by the caller's timeout, and errors that name the
 cluster and the permission ferry's principal lacks (for `purpose`). A cluster without an
 authorizer is told apart (NoAuthorizer): there is nothing to fence with, and the caller says so.

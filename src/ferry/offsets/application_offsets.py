@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import ConfigError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.offsets.index import Match, OffsetIndex
 from ferry.offsets.routes import RouteHop, routes
 from ferry.offsets.runs_and_checkpoints import FlowRunsStores

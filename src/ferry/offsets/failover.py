@@ -26,7 +26,7 @@ from typing import Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.log import quiet

@@ -38,7 +38,7 @@ from confluent_kafka import KafkaError
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.kafka.errors import kafka_errors
 from ferry.offsets import recovery_point
 from ferry.offsets.failover import (

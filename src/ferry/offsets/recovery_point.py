@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.rpo import flow_rpo
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients

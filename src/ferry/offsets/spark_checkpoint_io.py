@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.offsets.application_offsets import Runs, StoredOffset, Translated, translate_stored
 from ferry.offsets.index import Match, OffsetIndex, Translation
 from ferry.offsets.routes import routes

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__:
 
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.admin_batches import (

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors

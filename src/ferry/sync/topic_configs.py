@@ -34,7 +34,7 @@ from ferry.kafka.admin_batches import (
 )
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
 from ferry.policy import policy_for
-from ferry.tasks.checkpoints import SyncReport
+from ferry.sync.checkpoints import SyncReport
 
 __all__ = ["TopicConfigSync", "config_changes"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
-from ferry.tasks.control_plane import ControlPlane
+from ferry.sync.loop import SyncLoop
 
 ALL = [
     "A->B heartbeats",
@@ -17,10 +17,10 @@ ALL = [
 ]
 
 
-def plane(**settings: object) -> ControlPlane:
+def plane(**settings: object) -> SyncLoop:
     clusters = {a: ClusterConfig(alias=a, bootstrap_servers="127.0.0.1:1") for a in "AB"}
     flow = FlowConfig(source="A", target="B", enabled=True, **settings)
-    return ControlPlane(FerryConfig(clusters=clusters, flows=(flow,)))
+    return SyncLoop(FerryConfig(clusters=clusters, flows=(flow,)))
 
 
 def test_mm2s_defaults_start_every_task_but_group_sync() -> None:

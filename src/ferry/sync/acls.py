@@ -2,7 +2,7 @@
 
 A standby cluster whose remote topics nobody may read is useless the day consumers fail over.
 Every `sync.topic.acls.interval.seconds`, the source's literal topic ACLs of replicated topics
-are read, turned into the remote topics' ACLs (`ferry.tasks.acl_rules`) and the missing
+are read, turned into the remote topics' ACLs (`ferry.sync.acl_rules`) and the missing
 ones created on the target. A cluster without an authorizer has no ACLs to copy or keep:
 the sync says so once and stops asking.
 """
@@ -28,8 +28,8 @@ from ferry.kafka.admin_batches import MAX_ACLS_PER_REQUEST, submit
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.kafka.topic_acls import every_topic_acl, means_no_authorizer
 from ferry.policy import policy_for
-from ferry.tasks.acl_rules import TopicAcl, remote_acls
-from ferry.tasks.checkpoints import SyncReport
+from ferry.sync.acl_rules import TopicAcl, remote_acls
+from ferry.sync.checkpoints import SyncReport
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ferry.config.model import FerryConfig, FlowConfig
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.flows.protection import protection, remote_topics_of
 from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
 from ferry.policy import IdentityPolicy, policy_for
-from ferry.tasks.checkpoints import SyncReport
+from ferry.sync.checkpoints import SyncReport
 
 __all__ = ["PROTECT_INTERVAL_SECONDS", "PURPOSE", "RemoteTopicProtection"]
 

@@ -23,7 +23,7 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors, unavailable
 from ferry.kafka.mm2_records import Heartbeat
 from ferry.policy import policy_for
-from ferry.tasks.checkpoints import SyncReport
+from ferry.sync.checkpoints import SyncReport
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer

@@ -19,18 +19,18 @@ from typing import Any
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import FerryError, KafkaUnavailableError
-from ferry.flows.control import FlowControl
+from ferry.flows.override import FlowControl
 from ferry.kafka.log import quiet
 from ferry.kafka.reachability import Reachability
 from ferry.offsets.consumer_timestamps import TimestampMirror
 from ferry.policy import policy_for
-from ferry.tasks.acls import AclSync
-from ferry.tasks.checkpoints import CheckpointEmitter, SyncReport
-from ferry.tasks.heartbeats import HeartbeatEmitter
-from ferry.tasks.topic_configs import TopicConfigSync
-from ferry.tasks.topic_protection import PROTECT_INTERVAL_SECONDS, RemoteTopicProtection
+from ferry.sync.acls import AclSync
+from ferry.sync.checkpoints import CheckpointEmitter, SyncReport
+from ferry.sync.heartbeats import HeartbeatEmitter
+from ferry.sync.topic_configs import TopicConfigSync
+from ferry.sync.topic_protection import PROTECT_INTERVAL_SECONDS, RemoteTopicProtection
 
-__all__ = ["ControlPlane"]
+__all__ = ["SyncLoop"]
 
 
 @dataclass
@@ -42,7 +42,7 @@ class _Task:
     down: str | None = None  # the cluster that did not answer this task's last turn
 
 
-class ControlPlane:
+class SyncLoop:
     def __init__(
         self,
         config: FerryConfig,
@@ -142,7 +142,7 @@ class ControlPlane:
             reports.append((task.name, report))
         return reports
 
-    def start(self) -> ControlPlane:
+    def start(self) -> SyncLoop:
         if self._tasks:
             self._thread = threading.Thread(target=self._loop, name="ferry-control", daemon=True)
             self._thread.start()
