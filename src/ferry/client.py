@@ -36,6 +36,7 @@ from ferry.config.model import ClusterConfig, FerryConfig
 from ferry.flows.override import FlowControl
 from ferry.graph import hops
 from ferry.kafka.errors import kafka_errors
+from ferry.locations import is_local
 from ferry.offsets.application_offsets import (
     StoredOffset,
     Translated,
@@ -48,7 +49,6 @@ from ferry.offsets.spark_checkpoint import CheckpointRefused, CheckpointRewrite
 from ferry.offsets.spark_checkpoint_io import (
     CheckpointStorage,
     LocalStorage,
-    is_local,
 )
 from ferry.offsets.spark_checkpoint_io import (
     fail_over_spark_checkpoint as _fail_over_checkpoint,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ferry.audit.stranded_export import _for_spark, export_directory, is_uri
+from ferry.audit.stranded_export import _for_spark, export_directory
+from ferry.locations import is_uri
 
 PLAN: Any = SimpleNamespace(flow=SimpleNamespace(source="A", target="B"))
 

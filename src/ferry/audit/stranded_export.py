@@ -22,18 +22,13 @@ from ferry.audit.kafka_options import kafka_options
 from ferry.audit.spark_job import audit_session
 from ferry.config.model import FerryConfig
 from ferry.kafka.provenance import ORIGIN_HEADER
+from ferry.locations import is_uri
 from ferry.ops.reconcile import ReconcilePlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["export_directory", "export_stranded", "is_uri", "write_stranded"]
-
-
-def is_uri(directory: str) -> bool:
-    """`hdfs://nn/x`, `s3a://bucket/x`, `file:///x`: a filesystem URI, not a local path."""
-    scheme, separator, _ = directory.partition("://")
-    return bool(separator) and scheme.replace("+", "").replace("-", "").isalnum()
+__all__ = ["export_directory", "export_stranded", "write_stranded"]
 
 
 def export_directory(plan: ReconcilePlan, directory: str) -> str:

@@ -9,7 +9,6 @@ other URI Spark reads. What each file becomes is decided in `ferry.offsets.spark
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Protocol
 
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.flows.override import FlowControl
+from ferry.locations import local_path
 from ferry.offsets.application_offsets import Runs, StoredOffset, Translated, translate_stored
 from ferry.offsets.index import Match, OffsetIndex, Translation
 from ferry.offsets.routes import routes
@@ -37,15 +37,8 @@ __all__ = [
     "LocalStorage",
     "apply_rewrite",
     "fail_over_spark_checkpoint",
-    "is_local",
     "read_checkpoint",
 ]
-
-
-def is_local(location: str | Path) -> bool:
-    """A path, or a file: URI; a location with another scheme is for Hadoop's FileSystem."""
-    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", str(location))
-    return match is None or match[1].lower() == "file" or len(match[1]) == 1
 
 
 class CheckpointStorage(Protocol):
@@ -80,10 +73,7 @@ class LocalStorage:
     would refuse the new contents."""
 
     def __init__(self, root: str | Path) -> None:
-        text = str(root)
-        self.root = Path(text[len("file:") :] if text.startswith("file:") else text)
-        if str(self.root).startswith("//"):
-            self.root = Path(str(self.root)[2:] or "/")
+        self.root = local_path(root)
 
     def _path(self, path: str) -> Path:
         return self.root / path

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.config.model import FerryConfig
 from ferry.engine.spark.internals import hadoop_configuration, jvm
-from ferry.offsets.spark_checkpoint_io import CheckpointStorage, LocalStorage, is_local
+from ferry.locations import is_local
+from ferry.offsets.spark_checkpoint_io import CheckpointStorage, LocalStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
