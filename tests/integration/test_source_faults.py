@@ -230,25 +230,8 @@ def test_recreated_topic_is_copied_from_its_start_by_a_leased_run(
     assert first.records == 40
     _recreate(a, topic_name)
     produce(a, topic_name, _records("new", 0, 70))
-    notices: list[str] = []
-    runner = Runner(load_config(config), spark=spark, on_notice=notices.append)
     remote = f"A.{topic_name}"
-    failures: list[BaseException] = []
-
-    def watch() -> None:
-        try:
-            wait_for(lambda: _count(b, remote) >= 110, 120, "the new topic copied")
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            runner.request_stop()
-
-    beside = threading.Thread(target=watch, daemon=True)
-    beside.start()
-    runner.run()
-    beside.join(30)
-    if failures:
-        raise failures[0]
+    notices = _run_until_copied(config, spark, b, remote, 110)
 
     values = _copied_values(b, remote, 110)
     assert values == [f"old-{i}".encode() for i in range(40)] + [
@@ -293,24 +276,7 @@ def test_a_partition_already_copying_the_new_topic_is_not_set_back(
         committer.commit(offsets=[progress_offset(remote, 0, 20, new_id)], asynchronous=False)
     finally:
         committer.close()
-    notices: list[str] = []
-    runner = Runner(load_config(config), spark=spark, on_notice=notices.append)
-    failures: list[BaseException] = []
-
-    def watch() -> None:
-        try:
-            wait_for(lambda: _count(b, remote) >= 60 + 30 + 50, 120, "the new topic copied")
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            runner.request_stop()
-
-    beside = threading.Thread(target=watch, daemon=True)
-    beside.start()
-    runner.run()
-    beside.join(30)
-    if failures:
-        raise failures[0]
+    notices = _run_until_copied(config, spark, b, remote, 60 + 30 + 50)
 
     copies = read_offsets(b, remote, 2, 140, 60)
     values = {p: [rec.value for _, rec in rows] for p, rows in copies.items()}
@@ -324,6 +290,29 @@ def test_a_partition_already_copying_the_new_topic_is_not_set_back(
     assert said and all("partition(s) 1 was in" in n for n in said), notices
     assert old_id in said[0] and new_id in said[0], said
     assert not any(f"{topic_name} partition 0:" in n for n in notices), notices
+
+
+def _run_until_copied(config: Path, spark: Any, b: str, remote: str, records: int) -> list[str]:
+    """A continuous run until `remote` on B holds `records` copies; what it said."""
+    notices: list[str] = []
+    runner = Runner(load_config(config), spark=spark, on_notice=notices.append)
+    failures: list[BaseException] = []
+
+    def watch() -> None:
+        try:
+            wait_for(lambda: _count(b, remote) >= records, 120, "the new topic copied")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            runner.request_stop()
+
+    beside = threading.Thread(target=watch, daemon=True)
+    beside.start()
+    runner.run()
+    beside.join(30)
+    if failures:
+        raise failures[0]
+    return notices
 
 
 def _count(bootstrap: str, topic: str) -> int:
