@@ -18,7 +18,6 @@ from ferry.engine.latency import Histogram
 from ferry.engine.rpo_watch import read_rpo
 from ferry.flows.override import FlowControl
 from ferry.flows.status import Condition, flow_status
-from ferry.policy import policy_for
 
 __all__ = ["flow_summary", "latency_totals", "partition_rows"]
 
@@ -39,7 +38,7 @@ def flow_summary(
     status = flow_status(control, condition)
     topics = set(state.lease_topics()) | {k.rpartition(":")[0] for k in state.latest()}
     # Heartbeats always travel (they measure the flow's latency): listed apart, never removable.
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     internal = {t for t in topics if policy.is_heartbeats_topic(t)}
     return {
         "name": flow.name,

@@ -31,7 +31,6 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.ops.status import replicated_positions
-from ferry.policy import policy_for
 
 __all__ = ["chain_flows", "plan_chain"]
 
@@ -109,7 +108,7 @@ def _next_hop(
 ) -> FlowPlan:
     """`plan` (first cluster -> X) extended by `flow` (X -> Y)."""
     here, there = config.clusters[flow.source], config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy)
     # A topic this hop does not select never reaches Y: nothing to audit end to end.
     carried = [t for t in plan.topics if selector.accepts(t.remote_topic)]

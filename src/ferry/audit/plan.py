@@ -15,7 +15,6 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.partition_offsets import log_bounds
 from ferry.ops.status import replicated_positions
-from ferry.policy import policy_for
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -29,7 +28,7 @@ def plan_flow(
     """What to read for `flow`: its replicated topics that match `topics` (a regex)."""
     source = config.clusters[flow.source]
     target = config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy)
     wanted = re.compile(topics)
     source_admin = clients.admin_client(source.admin_config())

@@ -506,7 +506,7 @@ class _Builder:
         flow = FlowConfig(**fields)
         listed = settings.get("topics")
         if flow.enabled and listed is not None:
-            policy = policy_for(flow.policy, source)
+            policy = flow.replication_policy
             for pattern in flow.topics:
                 name = _exact_name(pattern)
                 why = policy.internal_rule(name) if name is not None else None

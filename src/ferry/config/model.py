@@ -6,10 +6,13 @@ file into these models, so the rest of ferry sees one shape whatever the user wr
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ferry.policy import ReplicationPolicy, policy_for
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -156,6 +159,12 @@ class FlowConfig(_Frozen):
         return f"{self.source}->{self.target}"
 
     @property
+    def replication_policy(self) -> ReplicationPolicy:
+        """The flow's replication policy (remote topic names, internal topics), built once per
+        policy and source: every part of ferry names the flow's topics through one object."""
+        return _policy(self.policy, self.source)
+
+    @property
     def progress_group(self) -> str:
         """The group on the target whose offsets of the remote partitions are this flow's
         position (the next source offset), committed only after the target acknowledged."""
@@ -240,3 +249,8 @@ class FerryConfig(_Frozen):
             if candidate.source == source and candidate.target == target:
                 return candidate
         raise KeyError(f"{source}->{target}")
+
+
+@cache
+def _policy(spec: PolicySpec, source: str) -> ReplicationPolicy:
+    return policy_for(spec, source)

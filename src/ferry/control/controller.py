@@ -30,7 +30,6 @@ from ferry.graph.guard import new_errors
 from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
-from ferry.policy import policy_for
 
 __all__ = ["Controller", "cluster_topics"]
 
@@ -186,7 +185,7 @@ class Controller:
 
     def add_topic(self, source: str, target: str, topic: str) -> FlowControl:
         flow = self.flow(source, target)
-        policy = policy_for(flow.policy, flow.source)
+        policy = flow.replication_policy
         why = policy.internal_rule(topic)
         if why is not None:
             raise RejectedChangeError(
@@ -222,7 +221,7 @@ class Controller:
 
     def remove_topic(self, source: str, target: str, topic: str) -> FlowControl:
         flow = self.flow(source, target)
-        policy = policy_for(flow.policy, flow.source)
+        policy = flow.replication_policy
         if policy.is_heartbeats_topic(topic):
             raise RejectedChangeError(
                 f"topic {topic} carries heartbeats, which always travel: they measure the "

@@ -30,7 +30,7 @@ from ferry.flows.protection import lifted_denies, remote_topics_of
 from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
-from ferry.policy import IdentityPolicy, policy_for
+from ferry.policy import IdentityPolicy
 
 __all__ = ["SETTLE_SECONDS", "lift_protection"]
 
@@ -66,7 +66,7 @@ def _lift(
     timeout: float,
     settle: float,
 ) -> list[tuple[str, str]]:
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     if not flow.protect_remote_topics or isinstance(policy, IdentityPolicy):
         return []  # never protected (sync/topic_protection.py): nothing to lift or record
     target = config.clusters[flow.target]

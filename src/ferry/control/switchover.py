@@ -64,7 +64,6 @@ from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
 from ferry.offsets.flow_failover import apply_flow_failover, flow_of, plan_flow_failover
 from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.ops.status import replicated_positions
-from ferry.policy import policy_for
 from ferry.sync.topic_configs import TopicConfigSync
 
 __all__ = ["STOP_AFTER_ENV", "SwitchoverOptions", "SwitchoverReport", "switchover"]
@@ -150,7 +149,7 @@ class _Switchover:
         self.clock = clock
         self.source = config.clusters[flow.source]
         self.target = config.clusters[flow.target]
-        self.policy = policy_for(flow.policy, flow.source)
+        self.policy = flow.replication_policy
         timeout = options.timeout
         self.log = ControlLog(config.clusters[control_place(config, flow)[0]], *_topic(config))
         self.reverse_log = ControlLog(

@@ -19,7 +19,6 @@ from ferry.engine.plan.remote_topics import TopicManager
 from ferry.errors import FerryError, KafkaUnavailableError, ReplicationError
 from ferry.kafka.reachability import Reachability
 from ferry.kafka.retry import retry_unavailable
-from ferry.policy import policy_for
 from ferry.sync.heartbeats import ensure_heartbeats_topic
 
 __all__ = ["Retrier", "check_copier", "fence_flow", "prepare"]
@@ -89,7 +88,7 @@ def prepare(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
         config.clusters[flow.target],
         timeout=retrying.call_timeout,
     )
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
 
     def ready() -> None:
         manager.cluster_ids()  # both clusters answer

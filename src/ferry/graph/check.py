@@ -48,7 +48,7 @@ from typing import Any, Literal
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
-from ferry.policy import ReplicationPolicy, policy_for
+from ferry.policy import ReplicationPolicy
 
 __all__ = [
     "Finding",
@@ -125,7 +125,7 @@ def _hops(
 ) -> dict[str, list[_Hop]]:
     out: dict[str, list[_Hop]] = {}
     for flow in config.enabled_flows:
-        policy = policy_for(flow.policy, flow.source)
+        policy = flow.replication_policy
         selector = TopicSelector(flow, policy, (controls or {}).get(flow.name))
         out.setdefault(flow.source, []).append(_Hop(flow, policy, selector))
     return out
@@ -289,7 +289,7 @@ def check_config(config: FerryConfig) -> TopologyReport:
 
 
 def _accepts(flow: FlowConfig, name: str) -> bool:
-    return TopicSelector(flow, policy_for(flow.policy, flow.source)).accepts(name)
+    return TopicSelector(flow, flow.replication_policy).accepts(name)
 
 
 def _quoted(patterns: tuple[str, ...]) -> str:

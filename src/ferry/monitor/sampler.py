@@ -34,7 +34,6 @@ from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
 from ferry.kafka.partition_offsets import read_offsets
 from ferry.monitor.sync_delay import DelayKind
 from ferry.ops.status import read_flow_rpos
-from ferry.policy import policy_for
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -92,7 +91,7 @@ class KafkaSampler:
     def sample(self, flow: FlowConfig) -> FlowSample:
         source = self._config.clusters[flow.source]
         target = self._config.clusters[flow.target]
-        policy = policy_for(flow.policy, flow.source)
+        policy = flow.replication_policy
         selector = TopicSelector(flow, policy)
         partitions = {
             name: len(md.partitions)

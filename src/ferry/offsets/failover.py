@@ -36,7 +36,6 @@ from ferry.offsets.groups import GroupAdmin, GroupState
 from ferry.offsets.routes import RouteHop, routes
 from ferry.offsets.runs_and_checkpoints import CheckpointStore, FlowRunsStores
 from ferry.offsets.translation import Position, checkpoint_positions, routed_position
-from ferry.policy import policy_for
 
 __all__ = [
     "FailoverPlan",
@@ -100,7 +99,7 @@ class FlowCheckpoints:
     def store(self, flow: FlowConfig) -> CheckpointStore:
         with self._lock:
             if flow.name not in self._stores:
-                policy = policy_for(flow.policy, flow.source)
+                policy = flow.replication_policy
                 target = self._config.clusters[flow.target]
                 store = CheckpointStore(target, policy.checkpoints_topic(flow.source))
                 self._stores[flow.name] = store.refresh()
@@ -192,7 +191,7 @@ def plan_failover_by_timestamp(
     """
     _check_aliases(config, from_alias, to_alias)
     flow = config.flow(from_alias, to_alias)
-    policy = policy_for(flow.policy, from_alias)
+    policy = flow.replication_policy
     notices: list[str] = []
     positions_read = None
     if not from_checkpoints:
@@ -360,14 +359,14 @@ def _from_checkpoints(
     direct = config.flow(from_alias, to_alias)
     checkpoints, looked_in = _checkpoints(config, direct, group, read), [_checkpoints_at(direct)]
     if checkpoints:
-        return checkpoint_positions(checkpoints, policy_for(direct.policy, from_alias)), []
+        return checkpoint_positions(checkpoints, direct.replication_policy), []
     for flow in config.flows:
         if flow.source != from_alias or flow.target == to_alias or not flow.enabled:
             continue
         checkpoints = _checkpoints(config, flow, group, read)
         looked_in.append(_checkpoints_at(flow))
         if checkpoints:
-            first = checkpoint_positions(checkpoints, policy_for(flow.policy, from_alias))
+            first = checkpoint_positions(checkpoints, flow.replication_policy)
             return _onward(config, first, flow, to_alias)
     raise NoPositionError(
         f"cluster {from_alias} did not answer and no checkpoint for group {group} was found "
@@ -377,7 +376,7 @@ def _from_checkpoints(
 
 
 def _checkpoints_at(flow: FlowConfig) -> str:
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     return f"{flow.target}'s {policy.checkpoints_topic(flow.source)}"
 
 
@@ -386,7 +385,7 @@ def _checkpoints(
 ) -> list[Checkpoint]:
     if read is not None:
         return read.store(flow).of_group(group)
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     store = CheckpointStore(config.clusters[flow.target], policy.checkpoints_topic(flow.source))
     try:
         return store.refresh().of_group(group)

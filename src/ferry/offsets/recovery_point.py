@@ -40,7 +40,7 @@ from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.offsets.timestamp_clients import Deadline, read_partitions, reader
-from ferry.policy import ReplicationPolicy, policy_for
+from ferry.policy import ReplicationPolicy
 
 __all__ = ["RecoveryPoint", "TopicPoint", "measured", "proven"]
 
@@ -158,7 +158,7 @@ def measured(
     """Read on the source, at the flow's position on the target (the source answers), by the
     rule `ferry status` and `ferry monitor` use (`ferry.flows.rpo`)."""
     source, target = config.clusters[flow.source], config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy, control)
     now = time.time()
     partitions = _partitions(source, selector, policy, timeout)
@@ -177,7 +177,7 @@ def measured(
 def proven(config: FerryConfig, flow: FlowConfig, *, timeout: float = 10.0) -> RecoveryPoint:
     """What the target proves of the source (the source does not answer)."""
     target = config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     now = int(time.time() * 1000)
     progress = GroupAdmin(target, timeout=timeout).committed(flow.progress_group)
     last: dict[TP, int | None] = {}

@@ -30,7 +30,7 @@ from typing import Literal
 from ferry.config.model import FerryConfig, FlowConfig
 from ferry.flows.override import FlowControl
 from ferry.graph.selection import TopicSelector
-from ferry.policy import ReplicationPolicy, policy_for
+from ferry.policy import ReplicationPolicy
 
 __all__ = ["RouteHop", "routes"]
 
@@ -60,7 +60,7 @@ class RouteHop:
 
 
 def _policy(flow: FlowConfig) -> ReplicationPolicy:
-    return policy_for(flow.policy, flow.source)
+    return flow.replication_policy
 
 
 def _steps(

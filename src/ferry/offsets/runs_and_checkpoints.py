@@ -16,7 +16,6 @@ from ferry.kafka.mm2_records import Checkpoint, MM2FormatError
 from ferry.kafka.offset_runs import OffsetSyncRecord
 from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.index import OffsetIndex
-from ferry.policy import policy_for
 
 __all__ = ["CheckpointStore", "FlowRunsStores", "RunsStore"]
 
@@ -126,7 +125,7 @@ class FlowRunsStores:
     def __call__(self, flow: FlowConfig) -> RunsStore:
         with self._lock:
             if flow.name not in self._stores:
-                policy = policy_for(flow.policy, flow.source)
+                policy = flow.replication_policy
                 target = self._config.clusters[flow.target]
                 topic = policy.offset_runs_topic(flow.source)
                 store = RunsStore(target, topic, flow.source, timeout=self._timeout)

@@ -18,7 +18,6 @@ from ferry.kafka.errors import kafka_errors
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.ops.access import check_access
 from ferry.ops.durability import Finding, TopicFacts, judge_producer, judge_topic
-from ferry.policy import policy_for
 
 __all__ = ["diagnose"]
 
@@ -65,7 +64,7 @@ def _copied_pair(
 ) -> tuple[str | None, str | None]:
     """A source topic the flow copies and its remote topic, when they exist (what the ACL
     check asks about)."""
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy)
     copied = sorted(t for t in _list(config.clusters[flow.source], timeout) if selector.accepts(t))
     on_target = _list(config.clusters[flow.target], timeout)
@@ -77,7 +76,7 @@ def _copied_pair(
 
 def _topics_of(config: FerryConfig, flow: FlowConfig, timeout: float) -> dict[str, Any]:
     """The flow's remote topics and ferry's internal topics, as they are on the target."""
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy)
     on_target = _list(config.clusters[flow.target], timeout)
     on_source = _list(config.clusters[flow.source], timeout)

@@ -38,7 +38,6 @@ from ferry.offsets.stranded import (
     recovery_point,
     stranded_partition,
 )
-from ferry.policy import policy_for
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -97,7 +96,7 @@ def plan_reconcile(
 ) -> ReconcilePlan:
     """Read what B holds of `flow`, then what A holds after it (see the module doc)."""
     source, target = config.clusters[flow.source], config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     selector = TopicSelector(flow, policy)
     source_admin = clients.admin_client(source.admin_config())
     with kafka_errors(source, "list topics"):

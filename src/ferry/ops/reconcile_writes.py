@@ -33,7 +33,6 @@ from ferry.kafka.offset_runs import OffsetSyncRecord, RunBuilder
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
 from ferry.offsets.groups import GroupAdmin
 from ferry.ops.reconcile import ReconcilePlan, log_bounds, read_ranges, stranded_records
-from ferry.policy import policy_for
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -72,7 +71,7 @@ def replay(plan: ReconcilePlan, *, timeout: float = 10.0) -> Applied:
     """Copy the stranded records into their remote topics on B, exactly once (module doc)."""
     applied = Applied("replay", topics=sorted({plan.remote[p.topic] for p in plan.with_stranded()}))
     target, flow = plan.target, plan.flow
-    runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
+    runs_topic = flow.replication_policy.offset_runs_topic(flow.source)
     if plan.stranded:
         _ensure_topics(
             plan,

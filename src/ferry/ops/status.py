@@ -43,7 +43,6 @@ from ferry.kafka.topic_reader import TopicTail
 from ferry.offsets.groups import GroupAdmin
 from ferry.offsets.runs_and_checkpoints import RunsStore
 from ferry.ops.cluster_health import DIAGNOSIS_SECONDS, Explainer, diagnose
-from ferry.policy import policy_for
 
 __all__ = [
     "FlowStatus",
@@ -155,7 +154,7 @@ def replicated_positions(
 ) -> dict[TP, int]:
     """Where each source partition stands on the target: the flow's progress, else the end
     of its offset runs (a flow last run before progress was committed in both modes)."""
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     progress = GroupAdmin(target, timeout=timeout).committed(flow.progress_group)
     positions: dict[TP, int] = {}
     missing: list[TP] = []
@@ -188,7 +187,7 @@ def flow_status(
     clock: Callable[[], float] = time.time,
 ) -> FlowStatus:
     source, target = config.clusters[flow.source], config.clusters[flow.target]
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     # Counters only: what `ferry run` on this machine counted (its state directory).
     state = FlowState(flow_state_dir(config.state_dir.resolve(), flow))
     stats = state.stats()
@@ -255,7 +254,7 @@ def read_flow_rpos(
     """The RPO in seconds of each source partition `flow` replicates, as `ferry status` reads
     it (None: not known); KafkaUnavailableError if a cluster does not answer."""
     source, target = config.clusters[flow.source], config.clusters[flow.target]
-    ends = _source_ends(source, TopicSelector(flow, policy_for(flow.policy, flow.source)), timeout)
+    ends = _source_ends(source, TopicSelector(flow, flow.replication_policy), timeout)
     positions = replicated_positions(target, flow, ends, timeout)
     return read_rpos(source, positions, ends, timeout=min(timeout, RPO_READ_SECONDS), clock=clock)
 

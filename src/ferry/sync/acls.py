@@ -27,7 +27,6 @@ from ferry.kafka import clients
 from ferry.kafka.admin_batches import MAX_ACLS_PER_REQUEST, submit
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.kafka.topic_acls import every_topic_acl, means_no_authorizer
-from ferry.policy import policy_for
 from ferry.sync.acl_rules import TopicAcl, remote_acls
 from ferry.sync.checkpoints import SyncReport
 
@@ -48,7 +47,7 @@ class AclSync:
         self.flow = flow
         self.source = config.clusters[flow.source]
         self.target = config.clusters[flow.target]
-        self.policy = policy_for(flow.policy, flow.source)
+        self.policy = flow.replication_policy
         self.selector = TopicSelector(flow, self.policy)
         self._timeout = timeout
         self._source_admin = clients.admin_client(self.source.admin_config())

@@ -27,7 +27,6 @@ from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
 from ferry.offsets.runs_and_checkpoints import CheckpointStore, RunsStore
 from ferry.offsets.translation import forward_positions
-from ferry.policy import policy_for
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -57,7 +56,7 @@ class CheckpointEmitter:
         self._control = control
         self.source = config.clusters[flow.source]
         self.target = config.clusters[flow.target]
-        self.policy = policy_for(flow.policy, flow.source)
+        self.policy = flow.replication_policy
         self.selector = TopicSelector(flow, self.policy)
         self.accepts_group = group_filter(flow)
         self.runs = RunsStore(self.target, self.policy.offset_runs_topic(flow.source), flow.source)

@@ -22,7 +22,6 @@ from ferry.errors import ReplicationError
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors, unavailable
 from ferry.kafka.mm2_records import Heartbeat
-from ferry.policy import policy_for
 from ferry.sync.checkpoints import SyncReport
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ class HeartbeatEmitter:
     ) -> None:
         self.flow = flow
         self.source = config.clusters[flow.source]
-        self.topic = policy_for(flow.policy, flow.source).heartbeats_topic()
+        self.topic = flow.replication_policy.heartbeats_topic()
         self._timeout = timeout
         self._clock = clock
         self._producer: Producer | None = None

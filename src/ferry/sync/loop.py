@@ -23,7 +23,6 @@ from ferry.flows.override import FlowControl
 from ferry.kafka.log import quiet
 from ferry.kafka.reachability import Reachability
 from ferry.offsets.consumer_timestamps import TimestampMirror
-from ferry.policy import policy_for
 from ferry.sync.acls import AclSync
 from ferry.sync.checkpoints import CheckpointEmitter, SyncReport
 from ferry.sync.heartbeats import HeartbeatEmitter
@@ -193,7 +192,7 @@ def _timestamps_mirror(config: FerryConfig, flow: FlowConfig) -> TimestampMirror
     """Copies the source's `__consumer_timestamps` (written by applications that use
     `ferry.offsets.consumer_timestamps.ConsumerTimestampsRecorder`) into the target, so that
     `ferry failover group --by-timestamp` still works once the source is lost."""
-    policy = policy_for(flow.policy, flow.source)
+    policy = flow.replication_policy
     return TimestampMirror(
         quiet(config.clusters[flow.source].admin_config()),
         quiet(config.clusters[flow.target].admin_config()),

@@ -33,7 +33,6 @@ from ferry.kafka.admin_batches import (
     submit,
 )
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, kafka_errors, unavailable
-from ferry.policy import policy_for
 from ferry.sync.checkpoints import SyncReport
 
 __all__ = ["TopicConfigSync", "config_changes"]
@@ -66,7 +65,7 @@ class TopicConfigSync:
         self.flow = flow
         self.source = config.clusters[flow.source]
         self.target = config.clusters[flow.target]
-        self.policy = policy_for(flow.policy, flow.source)
+        self.policy = flow.replication_policy
         self.selector = TopicSelector(flow, self.policy)
         self._exclude = [re.compile(p) for p in flow.config_properties_exclude]
         self._timeout = timeout

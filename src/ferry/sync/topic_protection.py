@@ -19,7 +19,7 @@ from ferry.flows.protection import protection, remote_topics_of
 from ferry.graph.selection import TopicSelector
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.topic_acls import NoAuthorizer, TopicAcls, ferry_principal
-from ferry.policy import IdentityPolicy, policy_for
+from ferry.policy import IdentityPolicy
 from ferry.sync.checkpoints import SyncReport
 
 __all__ = ["PROTECT_INTERVAL_SECONDS", "PURPOSE", "RemoteTopicProtection"]
@@ -39,7 +39,7 @@ class RemoteTopicProtection:
     ) -> None:
         self.flow = flow
         self.target = config.clusters[flow.target]
-        self.policy = policy_for(flow.policy, flow.source)
+        self.policy = flow.replication_policy
         self.selector = TopicSelector(flow, self.policy)
         self._control = control or FlowControl
         self._timeout = timeout

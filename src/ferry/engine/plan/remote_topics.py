@@ -38,7 +38,7 @@ from ferry.kafka.admin_batches import (
     submit,
 )
 from ferry.kafka.errors import ferry_error, kafka_error_of, kafka_errors
-from ferry.policy import ReplicationPolicy, policy_for
+from ferry.policy import ReplicationPolicy
 
 __all__ = ["RemoteTopic", "TopicManager"]
 
@@ -77,7 +77,7 @@ class TopicManager:
         self.flow = flow
         self.source = source
         self.target = target
-        self.policy: ReplicationPolicy = policy_for(flow.policy, flow.source)
+        self.policy: ReplicationPolicy = flow.replication_policy
         self.selector = TopicSelector(flow, self.policy)
         self._control = control
         self._source_admin = source_admin or clients.admin_client(source.admin_config())

@@ -38,7 +38,6 @@ from ferry.engine.spark.task_support import (
     use_native,
 )
 from ferry.errors import FerryError, error_to_text
-from ferry.policy import policy_for
 
 __all__ = ["copy_lease"]
 
@@ -85,7 +84,7 @@ def copy_lease(
         _live_writer(state, driver),
         short_catch_up_slices=not flow.exactly_once,
     )
-    runs_topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
+    runs_topic = flow.replication_policy.offset_runs_topic(flow.source)
     progress_conf = progress_consumer_settings(spec.target, flow)
     if flow.exactly_once:
         consumer = worker_clients.consumer_for(consumer_conf)

@@ -48,7 +48,6 @@ from ferry.engine.spark.task_support import (
     use_native,
 )
 from ferry.errors import FerryError, error_to_text
-from ferry.policy import policy_for
 
 __all__ = ["BinReport", "MirrorSink"]
 
@@ -181,9 +180,7 @@ class MirrorSink(DataSourceStreamWriter):
         progress = worker_clients.consumer_for(progress_conf)
         settings, producer_for = transactional_producers(self.spec, ctx, len(ranges))
 
-        runs_topic = policy_for(self.spec.flow.policy, self.spec.flow.source).offset_runs_topic(
-            self.spec.flow.source
-        )
+        runs_topic = self.spec.flow.replication_policy.offset_runs_topic(self.spec.flow.source)
 
         def drop() -> None:  # any of the bin's producers may be fenced or in a fatal state
             worker_clients.evict(consumer_conf, {})
@@ -247,7 +244,7 @@ class MirrorSink(DataSourceStreamWriter):
         from ferry.engine.copy import worker_clients
 
         source = self.spec.flow.source
-        policy = policy_for(self.spec.flow.policy, source)
+        policy = self.spec.flow.replication_policy
         positions = {(policy.remote_topic(source, r.topic), r.partition): r.end for r in results}
         ids = {(policy.remote_topic(source, r.topic), r.partition): r.topic_id for r in results}
         settings = progress_consumer_settings(self.spec.target, self.spec.flow)
@@ -262,6 +259,6 @@ class MirrorSink(DataSourceStreamWriter):
         from ferry.engine.copy import worker_clients
 
         flow = self.spec.flow
-        topic = policy_for(flow.policy, flow.source).offset_runs_topic(flow.source)
+        topic = flow.replication_policy.offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
         write_runs(producer, topic, flow.source, self.spec.target, results)
