@@ -38,6 +38,7 @@ from ferry.local.schema_registry import (
     start_registries,
     stop_registries,
 )
+from ferry.ops.status import flow_status
 from tests.ferry_cli import run_ferry
 from tests.integration.extra_clusters import module_clusters
 from tests.integration.group_helpers import commit_group, committed_offsets
@@ -363,6 +364,11 @@ def test_a_registry_that_stops_answering_holds_only_its_partitions_and_they_resu
                 120,
                 f"both partitions said held on the registry ({registry.url})",
             )
+            wait_for(
+                lambda: held_in_status() == set(range(PARTITIONS)),
+                60,
+                "ferry status naming both held partitions",
+            )
             assert _count(b, remote) == before, f"copied without {registry.url}"
         finally:
             end()
@@ -371,6 +377,18 @@ def test_a_registry_that_stops_answering_holds_only_its_partitions_and_they_resu
             120,
             f"{remote}: the held records copied once {registry.url} answers",
         )
+        wait_for(lambda: not held_in_status(), 60, "ferry status with nothing held")
+
+    def held_in_status() -> set[int]:
+        [flow] = config.enabled_flows
+        status = flow_status(config, flow, timeout=10)
+        said = [e for e in status.errors if registry_said(e)]
+        partitions = {p.partition for p in status.partitions if p.topic == topic and p.held}
+        assert len(said) == len(partitions), (said, partitions)
+        return partitions
+
+    def registry_said(error: str) -> bool:
+        return "schema registry did not answer" in error and f"topic '{topic}'" in error
 
     def meanwhile() -> None:
         serialize = AvroSerializer(source, json.dumps(versions[0]))

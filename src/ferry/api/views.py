@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ferry.config.model import FlowConfig
-from ferry.engine.flow_state import FlowState
+from ferry.engine.executors import held_partitions
+from ferry.engine.flow_state import FlowState, tp_key
 from ferry.engine.latency import Histogram
 from ferry.engine.rpo_watch import read_rpo
 from ferry.flows.override import FlowControl
@@ -54,13 +55,17 @@ def flow_summary(
         "lag": state.lag(stats),
         "latency_ms": round(latency.total / latency.count, 1) if latency.count else None,
         "rpo_seconds": read_rpo(state).worst,
+        # Partitions the running lease holds (a schema registry not answering), each said.
+        "held": [why for _tp, why in sorted(held_partitions(state.unabsorbed_tasks()).items())],
     }
 
 
 def partition_rows(state: FlowState) -> list[dict[str, Any]]:
-    """Per source partition: its end, the flow's position, lag, RPO and records copied."""
+    """Per source partition: its end, the flow's position, lag, RPO, records copied, and why it
+    holds (null: it does not)."""
     stats = state.stats()
     copied = stats.get("partitions", {})
+    held = {tp_key(*tp): why for tp, why in held_partitions(state.unabsorbed_tasks(stats)).items()}
     ends = state.latest()
     rpos = read_rpo(state).partitions
     rows = []
@@ -78,6 +83,7 @@ def partition_rows(state: FlowState) -> list[dict[str, Any]]:
                 "lag": max(0, end - (position or 0)) if end is not None else None,
                 "records": int(entry.get("records", 0)),
                 "rpo_seconds": rpos.get(key),
+                "held": held.get(key),
             }
         )
     return rows

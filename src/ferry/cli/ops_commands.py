@@ -18,8 +18,9 @@ __all__ = ["doctor", "monitor", "status"]
 
 def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Per flow, read from the clusters: heartbeat latency, replicated position and lag per
-    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer, or
-    a flow is behind while its target cannot take writes (below min.insync.replicas)."""
+    partition; records and bytes copied by this machine. Exits 1 if a cluster does not answer, a
+    flow is behind while its target cannot take writes (below min.insync.replicas), or a
+    partition holds because a schema registry does not answer."""
 
     from ferry.ops.status import flow_status
 
@@ -30,7 +31,7 @@ def status(config: ConfigOption, as_json: JsonOption = False) -> None:
     else:
         _print_status(flows)
     if any(f.errors for f in flows):
-        raise typer.Exit(1)  # a cluster did not answer (figures missing), or a target is stuck
+        raise typer.Exit(1)  # a cluster did not answer (figures missing), or a copy is stuck
 
 
 def _print_status(flows: list[Any]) -> None:

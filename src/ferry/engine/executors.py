@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["UNKNOWN", "ExecutorStats", "TaskReport", "add_totals", "summarize"]
+__all__ = ["UNKNOWN", "ExecutorStats", "TaskReport", "add_totals", "held_partitions", "summarize"]
 
 UNKNOWN = "unknown"
 
@@ -109,3 +109,15 @@ def add_totals(totals: dict[str, Any], ended: Iterable[TaskReport]) -> None:
         entry["host"] = task.host
         entry["records"] += task.records
         entry["bytes"] += task.bytes
+
+
+def held_partitions(reports: Iterable[TaskReport]) -> dict[tuple[str, int], str]:
+    """The partitions the latest report on each says hold, and why (a retried task's earlier
+    attempt may have held where the later one copies)."""
+    latest: dict[tuple[str, int], tuple[float, str]] = {}
+    for report in reports:
+        for entry in report.partitions:
+            tp = (str(entry["topic"]), int(entry["partition"]))
+            if tp not in latest or report.began >= latest[tp][0]:
+                latest[tp] = (report.began, str(entry.get("held", "")))
+    return {tp: why for tp, (_began, why) in latest.items() if why}

@@ -253,9 +253,14 @@ class FlowState:
     def executors(self, now: float | None = None) -> dict[str, ExecutorStats]:
         """Which executor copies what, and how fast (see engine/executors.py)."""
         stats = self._read("stats.json")
-        absorbed = set(stats.get("absorbed", ()))
-        running = [t for name, t in self.running_tasks().items() if name not in absorbed]
+        running = self.unabsorbed_tasks(stats)
         return summarize(running, stats.get("executors", {}), time.time() if now is None else now)
+
+    def unabsorbed_tasks(self, stats: dict[str, Any] | None = None) -> list[TaskReport]:
+        """The reports of the running lease's tasks (those a finished lease took in left out)."""
+        stats = self._read("stats.json") if stats is None else stats
+        absorbed = set(stats.get("absorbed", ()))
+        return [t for name, t in self.running_tasks().items() if name not in absorbed]
 
     def absorb_leases(
         self, batch_id: int, seconds: float, copiers: list[str], bounds: LeaseBounds
@@ -356,7 +361,7 @@ def partition_entry(result: Any) -> dict[str, Any]:
     }
     if getattr(result, "lost_first", -1) >= 0:
         entry["lost"] = [result.lost_first, result.lost_last]
-    for name in ("schema_translated", "schema_unchanged"):
+    for name in ("schema_translated", "schema_unchanged", "held"):
         if getattr(result, name, 0):
             entry[name] = getattr(result, name)
     for name in ("latency", "record_age"):

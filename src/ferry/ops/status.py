@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
+from ferry.engine.executors import held_partitions
 from ferry.engine.flow_spec import flow_state_dir
 from ferry.engine.flow_state import FlowState, lost_ranges, tp_key
 from ferry.errors import FerryError
@@ -72,6 +73,9 @@ class PartitionStatus:
     # their offsets ("100..149, 300..310"), as this machine's `ferry run` counted them.
     lost: int = 0
     lost_offsets: str = ""
+    # Why the copy holds at `replicated` ("": it does not): a schema registry that does not
+    # answer for the next record's schema id; from the running lease's latest report.
+    held: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,11 @@ def partition_statuses(
     replicated: dict[TP, int],
     rpos: Mapping[TP, float | None] | None = None,
     counters: Mapping[str, dict[str, Any]] | None = None,
+    held: Mapping[TP, str] | None = None,
 ) -> list[PartitionStatus]:
     """Lag of each source partition against its replicated position (0 if never copied), its
-    RPO when `rpos` has it, and the records it lost before copy when `counters` (the flow's
-    stats by partition) say so."""
+    RPO when `rpos` has it, the records it lost before copy when `counters` (the flow's
+    stats by partition) say so, and why it holds when `held` says."""
     rows = []
     for (topic, partition), end in sorted(ends.items()):
         position = replicated.get((topic, partition), 0)
@@ -144,6 +149,7 @@ def partition_statuses(
                 rpo,
                 int(entry.get("expired", 0)),
                 lost_ranges(entry),
+                (held or {}).get((topic, partition), ""),
             )
         )
     return rows
@@ -216,7 +222,10 @@ def flow_status(
         rpos = read_rpos(
             source, positions, ends, timeout=min(timeout, RPO_READ_SECONDS), clock=clock
         )
-        partitions = partition_statuses(ends, positions, rpos, stats.get("partitions", {}))
+        held = held_partitions(state.unabsorbed_tasks(stats))
+        partitions = partition_statuses(ends, positions, rpos, stats.get("partitions", {}), held)
+        # A held partition waits for a schema registry, not for a cluster: said, with why.
+        errors.extend(why for _tp, why in sorted(held.items()))
         lag = sum(p.lag for p in partitions)
         rpo = flow_rpo(rpos.values())
     except FerryError as exc:

@@ -182,6 +182,7 @@ def _add(total: PartitionResult, part: PartitionResult) -> None:
     total.expired += part.expired
     total.schema_translated += part.schema_translated
     total.schema_unchanged += part.schema_unchanged
+    total.held = part.held  # the latest slice's: a partition that copies again holds no more
     if part.lost_first >= 0:
         if total.lost_first < 0:
             total.lost_first = part.lost_first

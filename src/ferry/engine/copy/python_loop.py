@@ -237,11 +237,12 @@ def _copy(
                     key, value = ctx.translator.translate(
                         r, offset, key, value, headers, result, ctx
                     )
-                except RegistryUnavailableError:
+                except RegistryUnavailableError as exc:
                     if r.end != OPEN:  # a bounded range must end where planned: retried
                         raise
                     # A lease: this partition holds at this record, the bin's others go on.
                     cursor[tp] = on_hold[tp] = offset
+                    result.held = str(exc)  # for ferry status, while it holds
                     continue
                 size += _TRANSLATION_HEADER_BYTES
             if size + _SIZE_CHECK_MARGIN > r.max_message_bytes:

@@ -117,3 +117,6 @@ class PartitionResult:
     # know, or the same id on both registries).
     schema_translated: int = 0
     schema_unchanged: int = 0
+    # Why the partition holds at `end` at the end of this result ("": it does not): a schema
+    # registry did not answer for that record's schema id (engine/copy/schemas.py).
+    held: str = ""
