@@ -169,9 +169,9 @@ def test_the_view_reports_lag_per_partition_from_the_flow_state(api: Setup) -> N
     assert one["topics"] == ["orders"]
     assert one["partitions"] == [
         {"topic": "orders", "partition": 0, "end": 120, "position": 100, "lag": 20, "records": 100}
-        | {"rpo_seconds": None},  # not measured: unknown, never 0
+        | {"rpo_seconds": None, "held": None},  # not measured: unknown, never 0; not held
         {"topic": "orders", "partition": 1, "end": 40, "position": None, "lag": 40, "records": 0}
-        | {"rpo_seconds": None},
+        | {"rpo_seconds": None, "held": None},
     ]
 
 

@@ -57,6 +57,7 @@ def test_json_shape() -> None:
                 "rpo_seconds": None,
                 "lost": 0,
                 "lost_offsets": "",
+                "held": "",
             }
         ],
         "errors": [],
