@@ -37,6 +37,7 @@ def flow_summary(
     stats = state.stats()
     latency = latency_totals(stats)
     status = flow_status(control, condition)
+    held = held_partitions(state.unabsorbed_tasks(stats))  # stats.json read once per call
     topics = set(state.lease_topics()) | {k.rpartition(":")[0] for k in state.latest()}
     # Heartbeats always travel (they measure the flow's latency): listed apart, never removable.
     policy = flow.replication_policy
@@ -56,7 +57,7 @@ def flow_summary(
         "latency_ms": round(latency.total / latency.count, 1) if latency.count else None,
         "rpo_seconds": read_rpo(state).worst,
         # Partitions the running lease holds (a schema registry not answering), each said.
-        "held": [why for _tp, why in sorted(held_partitions(state.unabsorbed_tasks()).items())],
+        "held": [why for _tp, why in sorted(held.items())],
     }
 
 
