@@ -213,12 +213,27 @@ def make_replicator(spec: RunSpec, bootstraps: tuple[str, str], tasks: int) -> A
     return Ferry(bootstraps, spec.ferry_settings())
 
 
+TRANSACTION_LOG, OFFSETS_LOG = "__transaction_state", "__consumer_offsets"
+
+
+def coordinator_log_ends(bootstrap: str) -> dict[str, int]:
+    """Records in the coordinators' logs so far (all partitions), by log; a log not created
+    yet counts 0."""
+    ends: dict[str, int] = {}
+    for log in (TRANSACTION_LOG, OFFSETS_LOG):
+        try:
+            ends[log] = sum(end_offsets(bootstrap, log).values())
+        except Exception:
+            ends[log] = 0
+    return ends
+
+
 def writer_prefix(replicator: Any, topic: str) -> str:
     """The start of every transactional id this run's replicator writes with."""
     if isinstance(replicator, MirrorMaker2):
         # Connect's task producers: <group.id>-<connector>-<task>, group.id = mm2-<run id>.
         return f"mm2-{replicator._run_ids.get(topic, '?')}-"
-    return f"ferry:A->B:{topic}:"
+    return "ferry:A->B:task/"  # per copy-task slot, whatever the topic
 
 
 def list_transactions(bootstrap: str, run_dir: Path) -> tuple[list[dict[str, Any]], str]:
@@ -292,6 +307,9 @@ def measure(
             sum(end_offsets(bootstrap_b, target).values()),
             reader.received,
         )
+        # The coordinators' own logs: a transaction's state changes are records in
+        # __transaction_state, its offset commits (and their markers) in __consumer_offsets.
+        coordinator_before = coordinator_log_ends(bootstrap_b)
         began = time.monotonic()
         note(f"{spec.label}: timed, {args.rate:,.0f} records/s for {args.seconds:.0f} s")
         stop = sample_in_background(proc)
@@ -306,6 +324,10 @@ def measure(
         reader.wait_for(timed, 300)
         offsets = sum(end_offsets(bootstrap_b, target).values())
         markers = max(0, (offsets - offsets_before) - (reader.received - received_before))
+        coordinator = {
+            log: end - coordinator_before.get(log, 0)
+            for log, end in coordinator_log_ends(bootstrap_b).items()
+        }
         listed, raw = list_transactions(bootstrap_b, run_dir)
         proc.stop(grace=60)
         consumer_latencies = reader.stop()
@@ -338,6 +360,8 @@ def measure(
         "load_before": round(proc.load_before, 2),
         "transaction_markers": markers,
         "markers_per_second": round(markers / timed_seconds, 1),
+        "transaction_log_per_second": round(coordinator.get(TRANSACTION_LOG, 0) / timed_seconds, 1),
+        "offsets_log_per_second": round(coordinator.get(OFFSETS_LOG, 0) / timed_seconds, 1),
         "transactional_id_prefix": prefix,
         "transactional_ids": mine,
         "transactions_listed": len(listed),
@@ -419,8 +443,8 @@ def markdown(r: dict[str, Any]) -> str:
         "(`python -m bench.exactly_once_consumer`).",
         "",
         "| run | started | append p50 | p99 | p99.9 | consumer p50 | p99 | p99.9 | max "
-        "| CPU share | txn ids | markers/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU share | txn ids | markers/s | txn log/s | offsets log/s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for x in r["runs"]:
         a, c = x["append"], x["consumer"]
@@ -430,7 +454,9 @@ def markdown(r: dict[str, Any]) -> str:
             f"| {_ms(a['p50_ms'])} | {_ms(a['p99_ms'])} | {_ms(a['p999_ms'])} "
             f"| {_ms(c['p50_ms'])} | **{_ms(c['p99_ms'])}** | {_ms(c['p999_ms'])} "
             f"| {_ms(c['max_ms'])} | {x['cpu_share']:.2f} | {ids} "
-            f"| {x['markers_per_second']:,.0f} |"
+            f"| {x['markers_per_second']:,.0f} "
+            f"| {x.get('transaction_log_per_second', '–')} "
+            f"| {x.get('offsets_log_per_second', '–')} |"
         )
     lines += [
         "",
@@ -441,7 +467,11 @@ def markdown(r: dict[str, Any]) -> str:
         " read_uncommitted would). CPU share: the replicator's process tree, CPU seconds per "
         "second of the timed window (1.00 = one core). txn ids: transactional ids the target's "
         "coordinators list for this run's writers (`kafka-transactions.sh list`); markers/s: "
-        "transaction markers written into the target topic per second of the timed window.",
+        "transaction markers written into the target topic per second of the timed window; txn "
+        "log/s and offsets log/s: records the target's coordinators appended to "
+        "`__transaction_state` (each transaction's state changes) and `__consumer_offsets` (its "
+        "offset commits and their markers) per second of the timed window, every writer of the "
+        "cluster counted: the coordinators' load.",
         "",
         "MirrorMaker 2's exactly-once settings (added to its usual benchmark config): "
         + ", ".join(f"`{k} = {v}`" for k, v in r["mm2_exactly_once_settings"].items())

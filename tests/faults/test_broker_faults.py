@@ -56,7 +56,7 @@ def test_target_leader_killed(case: FaultCase) -> None:
 def test_transaction_coordinator_killed(case: FaultCase) -> None:
     case.start_traffic()
     case.await_copies()
-    txn_id = f"ferry:A->B:{case.topic('exactly-once')}:0"
+    txn_id = "ferry:A->B:task/0"  # the first copy task's, which every plan has
     coordinator = coordinator_of(case.clusters["B"], txn_id, "__transaction_state")
     case.kill("B", coordinator)
     case.await_copies(200)

@@ -17,6 +17,8 @@ from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.transactional import TransactionalSettings
 from ferry.engine.copy.types import CopyContext, CopyRange
+from ferry.engine.flow_spec import flow_state_dir
+from ferry.engine.flow_state import FlowState
 from ferry.kafka.log import quiet
 from ferry.kafka.provenance import Origin
 from ferry.local.broker import BrokerProcess
@@ -174,7 +176,7 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
     settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
     tracker = DeliveryTracker()
     # As ferry's own: no default delivery callback (the copier gives callbacks where needed).
-    zombie = Producer(quiet(settings.for_partition(topic_name, 0)))
+    zombie = Producer(quiet(settings.for_task("0")))
     zombie.init_transactions(30)
     zombie.begin_transaction()
     source = Consumer(consumer_settings(cfg.clusters["A"], flow))
@@ -196,6 +198,50 @@ def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
     assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
 
 
+def test_a_run_fences_every_slot_an_earlier_plan_used(
+    kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
+) -> None:
+    """An earlier run planned six bins (its state directory says so) and froze with its sixth
+    task (slot 5) mid-transaction, holding copies of partition 0. This run's plan is one bin:
+    slot 5 is none of its own, so only the fence at its start keeps the frozen task from
+    committing when it wakes, after this run has read the positions and copied partition 0."""
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    _fill(a, topic_name)
+    config = _eos_config(tmp_path, kafka_clusters, topic_name)
+    remote = f"A.{topic_name}"
+    create_topic(b, remote, PARTITIONS)
+    cfg = load_config(config)
+    flow = cfg.enabled_flows[0]
+    FlowState(flow_state_dir(cfg.state_dir, flow)).record_task_slots(6)
+    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
+    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
+    zombie = Producer(quiet({**settings.for_task("5", 1), **LONG_TRANSACTIONS}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    source = Consumer(consumer_settings(cfg.clusters["A"], flow))
+    try:
+        work = [CopyRange(topic_name, 0, 0, PER_PARTITION, remote, 1048588)]
+        copy_ranges(source, {(topic_name, 0): zombie}, DeliveryTracker(), work, ctx)
+    finally:
+        source.close()
+
+    run_once(config, spark)
+
+    group = Consumer({"bootstrap.servers": b, "group.id": flow_group(flow)})
+    try:
+        with pytest.raises(KafkaException):  # fenced at the run's start: nothing commits
+            zombie.send_offsets_to_transaction(
+                [TopicPartition(remote, 0, PER_PARTITION)], group.consumer_group_metadata(), 30
+            )
+            zombie.commit_transaction(30)
+    finally:
+        group.close()
+    expected = PARTITIONS * PER_PARTITION
+    committed = _origins(b, remote, expected)
+    for p in range(PARTITIONS):
+        assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
+
+
 def _stable_to_end(bootstrap: str, topic: str) -> bool:
     """Every partition's last stable offset is its end: read_committed consumers read it all."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -211,13 +257,14 @@ def _stable_to_end(bootstrap: str, topic: str) -> bool:
     return ends[IsolationLevel.READ_COMMITTED] == ends[IsolationLevel.READ_UNCOMMITTED]
 
 
-def test_once_fences_both_ids_of_every_partition_before_it_exits(
+def test_once_fences_both_ids_of_every_task_slot_before_it_exits(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
-    """A killed lease run left transactions open under partitions' second (parity-1) ids, on a
-    partition with records to copy and on one with none. `ferry run --once` copies in batches
-    (parity 0 only); it must still fence them, or they hold B's last stable offset until the
-    60 s transaction timeout and read_committed consumers stall after --once said done."""
+    """A killed lease run left transactions open under its tasks' second (parity-1) ids, on a
+    partition with records to copy and on one with none, in two slots. `ferry run --once`
+    copies in batches (parity 0 only, as few slots as it needs); it must still fence them, or
+    they hold B's last stable offset until the 60 s transaction timeout and read_committed
+    consumers stall after --once said done."""
     a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
     create_topic(a, topic_name, PARTITIONS)
     busy = [p for p in range(PARTITIONS) if p != 2]  # partition 2 stays empty: no work
@@ -233,9 +280,9 @@ def test_once_fences_both_ids_of_every_partition_before_it_exits(
     ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
     settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
     zombies = []
-    for p in (0, 2):
+    for slot, p in (("0", 0), ("1", 2)):
         # Ten minutes, not ferry's 60 s: however slow the run, only a fence ends them.
-        zombie_settings = {**settings.for_partition(topic_name, p, 1), **LONG_TRANSACTIONS}
+        zombie_settings = {**settings.for_task(slot, 1), **LONG_TRANSACTIONS}
         zombie = Producer(quiet(zombie_settings))
         zombie.init_transactions(30)
         zombie.begin_transaction()

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.engine.copy.transactional import TransactionalSettings, resume_at, transactional_id
+from ferry.engine.copy.transactional import (
+    HEAD_START_TASK,
+    TransactionalSettings,
+    resume_at,
+    task_transactional_id,
+)
 from ferry.engine.copy.types import EARLIEST, CopyContext
 
 CTX = CopyContext("A", "a:1", "ida", "B", "b:1", "idb")
@@ -31,45 +36,41 @@ def test_resume_never_goes_behind_the_plan(planned: int, committed: int | None) 
     assert start in (planned, committed)
 
 
-def test_one_transactional_id_per_flow_and_source_partition() -> None:
+def test_one_transactional_id_per_flow_task_slot_and_parity() -> None:
     ids = {
-        transactional_id(s, t, topic, p)
+        task_transactional_id(s, t, task, parity)
         for s, t in (("A", "B"), ("B", "A"))
-        for topic in ("orders", "orders-1")
-        for p in (0, 1)
+        for task in ("0", "1", "10", HEAD_START_TASK)
+        for parity in (0, 1)
     }
-    assert len(ids) == 8
-    assert transactional_id("A", "B", "orders", 3) == "ferry:A->B:orders:3"
+    assert len(ids) == 16
+    assert task_transactional_id("A", "B", "3") == "ferry:A->B:task/3"
+    assert task_transactional_id("A", "B", "3", 1) == "ferry:A->B:task/3/1"
 
 
-@given(
-    st.text(
-        st.characters(whitelist_categories=("Ll", "Nd"), whitelist_characters="._-"), min_size=1
-    ),
-    st.integers(0, 10_000),
-    st.text(
-        st.characters(whitelist_categories=("Ll", "Nd"), whitelist_characters="._-"), min_size=1
-    ),
-    st.integers(0, 10_000),
+TOPIC_NAMES = st.text(
+    st.characters(whitelist_categories=("Ll", "Lu", "Nd"), whitelist_characters="._-"), min_size=1
 )
-def test_the_two_parities_of_a_partition_never_share_an_id_with_another_partition(
-    topic: str, partition: int, other_topic: str, other_partition: int
+
+
+@given(TOPIC_NAMES, st.integers(0, 10_000), st.integers(0, 10_000), st.sampled_from([0, 1]))
+def test_no_slot_id_is_an_id_an_older_ferry_gave_a_partition(
+    topic: str, partition: int, slot: int, parity: int
 ) -> None:
-    ids = {(topic, partition, p): transactional_id("A", "B", topic, partition, p) for p in (0, 1)}
-    others = {transactional_id("A", "B", other_topic, other_partition, p) for p in (0, 1)}
-    assert ids[(topic, partition, 0)] != ids[(topic, partition, 1)]
-    if (topic, partition) != (other_topic, other_partition):
-        assert not set(ids.values()) & others
-
-
-def test_parity_zero_keeps_the_single_producer_id_so_older_writers_are_fenced() -> None:
-    assert transactional_id("A", "B", "orders", 3, 0) == "ferry:A->B:orders:3"
-    assert transactional_id("A", "B", "orders", 3, 1) == "ferry:A->B:orders:3:1"
+    # Older versions named a partition's producers ferry:A->B:<topic>:<partition>[:1]; '/'
+    # is never in a topic name, so a slot's id is never one of them.
+    older = {f"ferry:A->B:{topic}:{partition}", f"ferry:A->B:{topic}:{partition}:1"}
+    assert task_transactional_id("A", "B", str(slot), parity) not in older
+    assert task_transactional_id("A", "B", str(slot), parity).startswith("ferry:A->B:")
 
 
 def test_message_timeout_never_exceeds_the_transaction_timeout() -> None:
     settings = TransactionalSettings({"message.timeout.ms": "120000", "linger.ms": "10"}, CTX)
-    conf = settings.for_partition("orders", 2)
+    conf = settings.for_task("2")
     assert int(conf["message.timeout.ms"]) <= int(conf["transaction.timeout.ms"])
-    assert conf["transactional.id"] == "ferry:A->B:orders:2"
+    assert conf["transactional.id"] == "ferry:A->B:task/2"
     assert conf["linger.ms"] == "10"
+    assert [c["transactional.id"] for c in settings.for_task_parities("2")] == [
+        "ferry:A->B:task/2",
+        "ferry:A->B:task/2/1",
+    ]

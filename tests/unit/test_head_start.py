@@ -15,7 +15,7 @@ from ferry.engine.handover import take_over
 
 def test_without_a_head_start_a_task_starts_at_once(tmp_path: Path) -> None:
     state = FlowState(tmp_path)
-    take_over(state, timeout=30)
+    assert not take_over(state, timeout=30)
     assert not state.handover_marker.exists(), "nobody to ask"
 
 
@@ -33,7 +33,7 @@ def test_a_task_asks_the_head_start_to_stop_and_waits_until_it_has(tmp_path: Pat
 
     driver = threading.Thread(target=head_start)
     driver.start()
-    take_over(state, timeout=30)
+    assert not take_over(state, timeout=30), "stopped: nothing to fence"
     resumed_at = time.monotonic()
     driver.join()
     assert stopped_at and stopped_at[0] <= resumed_at, "the task resumed after the head start"
@@ -50,7 +50,7 @@ def test_a_head_start_whose_driver_is_gone_is_not_waited_for(tmp_path: Path) -> 
     state = FlowState(tmp_path)
     state.head_start_marker.write_text(gone.stdout.strip())
     began = time.monotonic()
-    take_over(state, timeout=30)
+    assert not take_over(state, timeout=30)
     assert time.monotonic() - began < 30, "a dead driver's marker does not hold a task back"
 
 
@@ -59,6 +59,6 @@ def test_a_head_start_that_does_not_stop_holds_a_task_only_until_the_timeout(
 ) -> None:
     state = FlowState(tmp_path)
     state.head_start_marker.write_text(str(os.getpid()))
-    take_over(state, timeout=0.2)
+    assert take_over(state, timeout=0.2), "said still running: exactly-once fences its ids"
     assert state.handover_marker.exists(), "it was asked"
     assert state.head_start_marker.exists(), "and never stopped; the task went on anyway"

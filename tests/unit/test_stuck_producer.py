@@ -45,7 +45,7 @@ def test_a_producer_that_never_answers_is_abandoned_and_the_task_fails(
     try:
         began = time.monotonic()
         with pytest.raises(KafkaUnavailableError) as caught:
-            exactly_once._send_offsets(producer, offsets, object(), RANGE, CTX)
+            exactly_once._send_offsets(producer, offsets, object(), [RANGE], CTX)
         assert time.monotonic() - began < 5
         assert caught.value.cluster == "B"
         assert "orders partition 3" in str(caught.value)
@@ -62,5 +62,5 @@ def test_a_producer_that_never_answers_is_abandoned_and_the_task_fails(
 def test_an_answer_in_time_is_passed_through(monkeypatch: pytest.MonkeyPatch) -> None:
     producer = StuckProducer()
     producer.release.set()
-    exactly_once._send_offsets(producer, [], object(), RANGE, CTX)
+    exactly_once._send_offsets(producer, [], object(), [RANGE], CTX)
     assert not worker_clients.abandoned(producer)

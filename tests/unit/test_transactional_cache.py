@@ -1,4 +1,5 @@
-"""The worker's cache of started transactional producers never closes one a task holds."""
+"""The worker's cache of started transactional producers: two per task slot, least recently used
+closed first, a fresh start replacing (and closing) the cached one."""
 
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ def fake_producers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeProduce
 
     monkeypatch.setattr(worker_clients.clients, "producer", producer)
     monkeypatch.setattr(worker_clients, "_transactional", type(worker_clients._transactional)())
-    monkeypatch.setattr(worker_clients, "_capacity", worker_clients.MAX_TRANSACTIONAL_PRODUCERS)
     yield made
 
 
@@ -44,25 +44,19 @@ def _start(count: int) -> None:
         worker_clients.transactional_producer({"transactional.id": f"t-{i}"}, fresh=True)
 
 
-def test_a_bin_bigger_than_the_cache_keeps_every_producer_it_started(
-    fake_producers: list[FakeProducer],
-) -> None:
-    # 100 partitions, two producers each: more than the cache's default of 128.
-    worker_clients.make_room(200)
-    _start(200)
-    assert len(fake_producers) == 200
-    assert not [p.id for p in fake_producers if p.closed]
-
-
-def test_without_room_the_least_recently_used_are_closed(
+def test_beyond_its_size_the_least_recently_used_are_closed(
     fake_producers: list[FakeProducer],
 ) -> None:
     _start(200)
-    assert [p.id for p in fake_producers if p.closed] == [f"t-{i}" for i in range(72)]
+    size = worker_clients.MAX_TRANSACTIONAL_PRODUCERS
+    assert [p.id for p in fake_producers if p.closed] == [f"t-{i}" for i in range(200 - size)]
 
 
-def test_room_is_never_made_smaller(fake_producers: list[FakeProducer]) -> None:
-    worker_clients.make_room(200)
-    worker_clients.make_room(10)
-    _start(150)
-    assert not any(p.closed for p in fake_producers)
+def test_a_fresh_start_closes_the_cached_producer_of_that_id(
+    fake_producers: list[FakeProducer],
+) -> None:
+    first = worker_clients.transactional_producer({"transactional.id": "t-0"})
+    assert worker_clients.transactional_producer({"transactional.id": "t-0"}) is first
+    second = worker_clients.transactional_producer({"transactional.id": "t-0"}, fresh=True)
+    assert second is not first
+    assert first.closed and not second.closed

@@ -144,6 +144,19 @@ class FlowState:
     def write_slots(self, slots: int) -> None:
         self._write("slots.json", {"slots": slots, "time": time.time()})
 
+    def task_slots(self) -> int:
+        """How many copy-task slots (bins) any plan of this flow has used: exactly-once ids
+        are per slot, and a run's start fences every one an earlier run may still write in
+        (engine/copy/fencing.py). 0 before any plan."""
+        slots = self._read("task-slots.json").get("slots")
+        return slots if isinstance(slots, int) and slots > 0 else 0
+
+    def record_task_slots(self, slots: int) -> None:
+        """A plan with `slots` bins is about to run: remembered if more than any before
+        (written before the plan's tasks start, so a run that dies leaves it behind)."""
+        if slots > self.task_slots():
+            self._write("task-slots.json", {"slots": slots, "time": time.time()})
+
     @property
     def notices_file(self) -> Path:
         """Lines the planner and local tasks leave for `ferry run`'s console and events (a

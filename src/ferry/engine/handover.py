@@ -26,20 +26,20 @@ HANDOVER_TIMEOUT_SECONDS = 60.0
 
 def take_over(
     state: FlowState, timeout: float = HANDOVER_TIMEOUT_SECONDS, poll_seconds: float = 0.02
-) -> None:
-    """A task of the sink starting: stop the driver's head start, if one runs, and wait."""
+) -> bool:
+    """A task of the sink starting: stop the driver's head start, if one runs, and wait.
+    True if it was still running when the wait ended (then exactly-once fences its ids)."""
     owner = _owner(state)
     if owner is None:
-        return
+        return False
     with contextlib.suppress(OSError):
         state.handover_marker.touch()
     deadline = time.monotonic() + timeout
-    while (
-        state.head_start_marker.exists()
-        and psutil.pid_exists(owner)
-        and time.monotonic() < deadline
-    ):
+    while state.head_start_marker.exists() and psutil.pid_exists(owner):
+        if time.monotonic() >= deadline:
+            return True
         time.sleep(poll_seconds)
+    return False
 
 
 def _owner(state: FlowState) -> int | None:

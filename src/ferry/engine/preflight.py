@@ -120,14 +120,14 @@ def prepare(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
     retrying(ready)
 
 
-def fence_flow(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None:
-    """An exactly-once flow about to copy in batches (`--once`, `ferry.lease.seconds = 0`):
-    every transactional id of every partition whose remote topic exists is fenced first, so
-    no transaction a killed run left open holds the target's consumers after this run copied
-    (engine/copy/fencing.py). A remote topic that does not exist yet holds none of ferry's."""
+def fence_flow(config: FerryConfig, flow: FlowConfig, slots: int, retrying: Retrier) -> None:
+    """An exactly-once flow about to copy: the transactional ids of its task slots `[0, slots)`
+    and of its head start, both parities, are fenced first (engine/copy/fencing.py), so no
+    writer of an earlier run, killed or paused, commits after this run read the flow's
+    positions, and no transaction such a run left open holds the target's consumers."""
     from ferry.engine.copy.client_settings import producer_settings
-    from ferry.engine.copy.fencing import fence_partitions
-    from ferry.engine.copy.transactional import TransactionalSettings
+    from ferry.engine.copy.fencing import fence_tasks
+    from ferry.engine.copy.transactional import HEAD_START_TASK, TransactionalSettings
     from ferry.engine.copy.types import CopyContext
 
     source, target = config.clusters[flow.source], config.clusters[flow.target]
@@ -135,13 +135,6 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None
 
     def fence() -> None:
         source_id, target_id = manager.cluster_ids()
-        existing = manager.remote_topics_present()
-        partitions = [
-            (topic, p)
-            for topic, count in sorted(manager.selected().items())
-            if manager.policy.remote_topic(flow.source, topic) in existing
-            for p in range(count)
-        ]
         ctx = CopyContext(
             flow.source,
             source.bootstrap_servers,
@@ -150,7 +143,8 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, retrying: Retrier) -> None
             target.bootstrap_servers,
             target_id,
         )
-        fence_partitions(TransactionalSettings(producer_settings(target), ctx), partitions, ctx)
+        tasks = [*(str(slot) for slot in range(slots)), HEAD_START_TASK]
+        fence_tasks(TransactionalSettings(producer_settings(target), ctx), tasks, ctx)
 
     retrying(fence)
 

@@ -16,6 +16,7 @@ stop, and the new set starts on the same Spark session, each from its position o
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -165,9 +166,12 @@ class Runner:
             for flow in self.config.enabled_flows:
                 prepare(self.config, flow, self._retrying)
                 check_copier(flow, self._notice, self.config.syncs_schemas(flow))
-                if flow.exactly_once and (self.once or not flow.leased):
-                    # Batches start one id per partition with work; a lease starts all its own.
-                    fence_flow(self.config, flow, self._retrying)
+                if flow.exactly_once:
+                    # Every slot an earlier plan used (the state directory remembers), and at
+                    # least as many as this machine's cores or ferry.bins.
+                    state = FlowState(flow_state_dir(self.config.state_dir.resolve(), flow))
+                    slots = max(state.task_slots(), flow.bins, os.cpu_count() or 1)
+                    fence_flow(self.config, flow, slots, self._retrying)
             # The graph over real topics, before anything copies (the head start included).
             root = self.config.state_dir.resolve()
             graph = GraphWatch(

@@ -1,24 +1,29 @@
-"""Exactly-once copying: one Kafka transaction per source partition per batch (or per slice
-of a lease, `run_lease_exactly_once`).
+"""Exactly-once copying: one Kafka transaction per copy task per batch (or per slice of a
+lease, `run_lease_exactly_once`), holding every partition of the task's bin.
 
-For each source partition of a bin, a transactional producer whose `transactional.id` names the
-flow, topic and partition. Starting a producer with that id fences every older one (a task
-Spark retried, a worker of a killed `ferry run` still writing), and aborts the transaction
-such a zombie left open. A partition's transaction holds:
+Each task writes with a transactional producer whose `transactional.id` names the flow and
+the task's slot (engine/copy/transactional.py). Starting a producer with that id fences every
+older one (a task Spark retried, a worker of a killed `ferry run` still writing) and aborts
+the transaction such a zombie left open. A task's transaction holds:
 
-- the copies of its records;
-- its offset runs (the offset index failover uses), in the runs topic;
-- its progress: the next source offset, committed as the offset of the *remote* partition in
-  the flow's group on the target (`send_offsets_to_transaction`), so it commits or aborts
-  with the data it describes.
+- the copies of its partitions' records;
+- their offset runs (the offset index failover uses), in the runs topic;
+- their progress: each partition's next source offset, committed as the offset of the
+  *remote* partition in the flow's group on the target (`send_offsets_to_transaction`), so it
+  commits or aborts with the data it describes.
 
 Before copying, a task reads that progress (read_committed: pending offsets are waited for)
-and starts there if it is ahead of Spark's plan, so a batch Spark replays after a crash writes
-nothing twice. The order matters: producers are started (fencing everyone else) before the
+and starts each partition there if it is ahead of Spark's plan, so a batch Spark replays
+after a crash writes nothing twice. The order matters: the producer is started (fencing its
+slot's earlier writers; a run's start fenced every slot an earlier run used) before the
 progress is read, so no other writer can commit between the read and this task's commit; a
 producer fenced in between fails its commit and writes nothing visible.
 
-In a lease each partition has two producers, ids of two parities, and consecutive slices
+One transaction per task rather than per partition: a slice costs the coordinators the same
+few requests (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) whatever the
+number of partitions it moved.
+
+In a lease each task has two producers, ids of two parities, and consecutive slices
 alternate between them, so that one slice's transaction commits while the next slice copies
 (engine/copy/commit_pipeline.py says why that stays exact).
 
@@ -77,57 +82,60 @@ def copy_bin_exactly_once(
     ctx: CopyContext,
     runs_topic: str,
 ) -> list[PartitionResult]:
-    """Copy each range in its own transaction; return results once all committed.
+    """Copy the task's ranges in one transaction; return results once it committed.
 
     `progress` is a consumer on the target in the flow's group (its committed offsets are the
-    progress; its group metadata goes with each transaction). `producer_for(topic, partition,
-    fresh)` returns the started transactional producer of a source partition (`fresh`: a new
-    one, the cached one having failed).
+    progress; its group metadata goes with the transaction). `producer_for(fresh)` returns the
+    task's started transactional producer (`fresh`: a new one, the cached one having failed).
     """
     work = [r for r in ranges if r.end > r.start]
-    open_txns: dict[TP, Any] = {}
-    try:
-        # Started (fencing everyone else) before the progress is read; read before any
-        # transaction begins, since a stable read waits for pending offsets, ours included.
-        # Each step runs for all partitions at once: their round trips overlap.
-        started = _each(work, lambda r: producer_for(r.topic, r.partition, False))
+    if not work:
+        return []
+    producer = producer_for(False)
+    group = progress.consumer_group_metadata()
+    for fresh in (False, True):
+        if fresh:  # the cached producer was fenced: a new one, and the progress read after it
+            producer = producer_for(True)
+        # Read after the producer started (fencing the slot's earlier writers), and before
+        # the transaction begins: a stable read waits for pending offsets, ours included.
         committed = committed_positions(progress, work, ctx)
-        begun = _each(
-            list(zip(work, started, strict=True)),
-            lambda pair: _begin(producer_for, pair[1], pair[0], progress, ctx),
-        )
-        producers: dict[TP, Any] = {}
         todo: list[CopyRange] = []
-        results: list[PartitionResult] = []
-        for r, (producer, progress_now) in zip(work, begun, strict=True):
-            tp = (r.topic, r.partition)
-            producers[tp] = open_txns[tp] = producer
-            if progress_now is not None:  # a fresh producer was started: read after it
-                committed[(r.remote_topic, r.partition)] = progress_now
+        done: list[PartitionResult] = []
+        for r in work:
             start = resume_at(r.start, committed.get((r.remote_topic, r.partition)))
-            if start >= r.end:
-                # Already in the target (a replayed batch): nothing to write, nothing to commit.
-                producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
-                del open_txns[tp]
-                results.append(PartitionResult(r.topic, r.partition, r.start, r.end))
+            if start >= r.end:  # already in the target (a replayed batch): nothing to write
+                done.append(PartitionResult(r.topic, r.partition, r.start, r.end))
             else:
                 todo.append(replace(r, start=start))
-        copied = copy_ranges(consumer, {tp: producers[tp] for tp in open_txns}, tracker, todo, ctx)
-
-        def finish(pair: tuple[CopyRange, PartitionResult]) -> PartitionResult:
-            r, result = pair
-            producer = producers[(r.topic, r.partition)]
-            failures = _write_runs(producer, runs_topic, ctx, result)
-            _commit(producer, r, ctx, failures)
-            result.start = r.start
-            return result
-
-        done = _each(list(zip(todo, copied, strict=True)), finish)
-        open_txns.clear()
-        return results + done
+        if not todo:
+            return done
+        try:
+            # The final progress attached first: that asks the transaction coordinator at
+            # once whether a cached producer is still the current one.
+            producer.begin_transaction()
+            offsets = [
+                progress_offset(r.remote_topic, r.partition, r.end, r.topic_id) for r in todo
+            ]
+            _send_offsets(producer, offsets, group, todo, ctx)
+            break
+        except KafkaException as exc:  # replaces a fenced producer once first
+            _abort_quietly(producer)
+            if fresh:
+                raise _retry_later(exc, todo, ctx, "could not begin a transaction") from None
+    try:
+        producers = {(r.topic, r.partition): producer for r in todo}
+        copied = copy_ranges(consumer, producers, tracker, todo, ctx)
+        failures: list[str] = []
+        for result in copied:
+            failures += _write_runs(producer, runs_topic, ctx, result)
+        _commit(producer, todo, ctx, failures)
     except BaseException:
-        _each(list(open_txns.values()), _abort_quietly)
+        _abort_quietly(producer)
         raise
+    planned = {(r.topic, r.partition): r.start for r in work}
+    for result in copied:
+        result.start = planned[(result.topic, result.partition)]
+    return done + copied
 
 
 def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
@@ -141,38 +149,21 @@ def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
     return [f.result() for f in futures]
 
 
-def _begin(
-    producer_for: ProducerFor,
-    producer: Any,
-    r: CopyRange,
-    progress: Any,
-    ctx: CopyContext,
-) -> tuple[Any, int | None]:
-    """Begin the partition's transaction with its final progress already attached.
-
-    Attaching the offsets first asks the transaction coordinator at once whether a cached
-    producer is still the current one. A fenced one is replaced before any record is copied,
-    and the progress is read again after the new one started (returned; else None).
-    """
-    offsets = [progress_offset(r.remote_topic, r.partition, r.end, r.topic_id)]
-    reread: int | None = None
-    for fresh in (False, True):
-        if fresh:
-            producer = producer_for(r.topic, r.partition, True)
-            reread = committed_positions(progress, [r], ctx).get((r.remote_topic, r.partition), -1)
-        try:
-            producer.begin_transaction()
-            _send_offsets(producer, offsets, progress.consumer_group_metadata(), r, ctx)
-            return producer, reread
-        except KafkaException as exc:  # replaces a fenced producer once first
-            _abort_quietly(producer)
-            if fresh:
-                raise _retry_later(exc, r, ctx, "could not begin a transaction") from None
-    raise AssertionError("unreachable")
+def _partitions_text(ranges: list[CopyRange]) -> str:
+    """The partitions of a task's transaction, for its errors."""
+    if len(ranges) == 1:
+        return f"{ranges[0].topic} partition {ranges[0].partition}"
+    named = ", ".join(f"{r.topic} partition {r.partition}" for r in ranges[:3])
+    more = f" and {len(ranges) - 3} more" if len(ranges) > 3 else ""
+    return f"{len(ranges)} partitions ({named}{more})"
 
 
 def _send_offsets(
-    producer: Any, offsets: list[TopicPartition], group: Any, r: CopyRange, ctx: CopyContext
+    producer: Any,
+    offsets: list[TopicPartition],
+    group: Any,
+    ranges: list[CopyRange],
+    ctx: CopyContext,
 ) -> None:
     """`send_offsets_to_transaction`, bounded in time whatever librdkafka does.
 
@@ -199,7 +190,7 @@ def _send_offsets(
         raise KafkaUnavailableError(
             ctx.target_alias,
             ctx.target_bootstrap,
-            f"adding ferry's position for {r.topic} partition {r.partition} to a transaction "
+            f"adding ferry's position for {_partitions_text(ranges)} to a transaction "
             f"did not finish in {SEND_OFFSETS_TIMEOUT_SECONDS + SEND_OFFSETS_GRACE_SECONDS:.0f}"
             " s (the group coordinator is unreachable); nothing of the transaction is visible "
             "to read_committed consumers; retrying with a new producer",
@@ -273,7 +264,7 @@ def _write_runs(producer: Any, topic: str, ctx: CopyContext, result: PartitionRe
     return failures
 
 
-def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) -> None:
+def _commit(producer: Any, ranges: list[CopyRange], ctx: CopyContext, failures: list[str]) -> None:
     deadline = time.monotonic() + COMMIT_TIMEOUT_SECONDS
     while True:
         try:
@@ -286,7 +277,7 @@ def _commit(producer: Any, r: CopyRange, ctx: CopyContext, failures: list[str]) 
             what = "the transaction did not commit"
             if failures:
                 what += f" ({failures[0]})"
-            raise _retry_later(exc, r, ctx, what) from None
+            raise _retry_later(exc, ranges, ctx, what) from None
 
 
 def _abort_quietly(producer: Any) -> None:
@@ -297,7 +288,9 @@ def _abort_quietly(producer: Any) -> None:
         producer.abort_transaction(COMMIT_TIMEOUT_SECONDS)
 
 
-def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str) -> Exception:
+def _retry_later(
+    exc: KafkaException, ranges: list[CopyRange], ctx: CopyContext, what: str
+) -> Exception:
     error = kafka_error_of(exc)
     name = error.name() if error is not None else type(exc).__name__
     text = error.str() if error is not None else str(exc)
@@ -305,15 +298,15 @@ def _retry_later(exc: KafkaException, r: CopyRange, ctx: CopyContext, what: str)
         return ReplicationError(
             f"{what} on {ctx.target_alias}: {name}: {text}.",
             cluster=ctx.source_alias,
-            topic=r.topic,
-            partition=r.partition,
+            topic=ranges[0].topic,
+            partition=ranges[0].partition if len(ranges) == 1 else None,
             fix=f"grant ferry's principal WRITE and DESCRIBE on transactional ids "
             f"'ferry:{ctx.source_alias}->{ctx.target_alias}:' (prefixed) in {ctx.target_alias}",
         )
     return KafkaUnavailableError(
         ctx.target_alias,
         ctx.target_bootstrap,
-        f"{what} for {r.topic} partition {r.partition} ({name}: {text}); nothing of it is "
+        f"{what} for {_partitions_text(ranges)} ({name}: {text}); nothing of it is "
         "visible to read_committed consumers; retrying",
     )
 
@@ -329,22 +322,16 @@ def run_lease_exactly_once(
     terms: LeaseTerms,
     log_ends: dict[TP, int],
 ) -> tuple[list[PartitionResult], list[str]]:
-    """A lease in exactly-once mode: one transaction per source partition per slice.
+    """A lease in exactly-once mode: one transaction per slice for all the task's partitions.
 
-    Both producers of every partition are started afresh first (fencing whoever wrote it
+    Both producers of the task are started afresh first (fencing whoever wrote in its slot
     before: the previous lease's task, an attempt Spark gave up on, a killed `ferry run`'s
     worker), then the committed positions are read (a stable read: pending offsets are waited
-    for). Each slice begins a transaction per partition with the slice's producers, copies,
-    and hands the commit of the copies, their runs and the new position to the commit
-    pipeline, which runs it while the next slice copies with the other producers. Returns the
-    lease's results and any notices (see `lease.start_positions`)."""
-    pairs = [(r, parity) for r in ranges for parity in PARITIES]
-    started = _each(
-        pairs, lambda pair: producer_for(pair[0].topic, pair[0].partition, True, pair[1])
-    )
-    producers: list[dict[TP, Any]] = [{} for _ in PARITIES]
-    for (r, parity), producer in zip(pairs, started, strict=True):
-        producers[parity][(r.topic, r.partition)] = producer
+    for). Each slice begins a transaction with the slice's producer, copies, and hands the
+    commit of the copies, their runs and the new positions to the commit pipeline, which runs
+    it while the next slice copies with the other producer. Returns the lease's results and
+    any notices (see `lease.start_positions`)."""
+    producers = _each(list(PARITIES), lambda parity: producer_for(True, parity))
     committed = verified_progress(progress, ranges, ctx)
     positions, notices = start_positions(
         ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
@@ -358,32 +345,34 @@ def run_lease_exactly_once(
 
     def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
         nonlocal slices
-        current = producers[slices % len(PARITIES)]
+        producer = producers[slices % len(PARITIES)]
         slices += 1
-        for producer in current.values():
-            producer.begin_transaction()  # local: nothing reaches the coordinator yet
+        producer.begin_transaction()  # local: nothing reaches the coordinator yet
         try:
             # Returns once every copy is acknowledged: the next slice's copies follow them.
-            results = copy_ranges(consumer, current, tracker, work, ctx, slice)
+            results = copy_ranges(
+                consumer,
+                {(r.topic, r.partition): producer for r in work},
+                tracker,
+                work,
+                ctx,
+                slice,
+            )
             moved = [
                 (r, result)
                 for r, result in zip(work, results, strict=True)
                 if result.end != r.start or result.runs
             ]
-            for r, result in zip(work, results, strict=True):
-                if result.end == r.start and not result.runs:  # idle: ends locally
-                    current[(r.topic, r.partition)].commit_transaction(COMMIT_TIMEOUT_SECONDS)
-
-            def commit() -> None:
-                _each(moved, lambda pair: _commit_slice(current, group, runs_topic, ctx, *pair))
-
-            pipeline.submit(commit)  # after the previous slice's commit; raises its failure
+            if moved:
+                pipeline.submit(lambda: _commit_slice(producer, group, runs_topic, ctx, moved))
+            else:  # idle: the empty transaction ends locally
+                producer.commit_transaction(COMMIT_TIMEOUT_SECONDS)
             if slice.settle:
                 pipeline.wait()  # the lease's end is committed before the lease returns
             return results
         except BaseException:
             pipeline.close()
-            _each([p for each in producers for p in each.values()], _abort_quietly)
+            _each(producers, _abort_quietly)
             raise
 
     try:
@@ -395,20 +384,27 @@ def run_lease_exactly_once(
 
 
 def _commit_slice(
-    producers: dict[TP, Any],
+    producer: Any,
     group: Any,
     runs_topic: str,
     ctx: CopyContext,
-    r: CopyRange,
-    result: PartitionResult,
+    moved: list[tuple[CopyRange, PartitionResult]],
 ) -> None:
-    producer = producers[(r.topic, r.partition)]
-    failures = _write_runs(producer, runs_topic, ctx, result)
-    if result.end >= 0:
-        offsets = [progress_offset(r.remote_topic, r.partition, result.end, r.topic_id)]
+    """The slice's runs and positions of every partition that moved, added to its
+    transaction, then the commit."""
+    ranges = [r for r, _result in moved]
+    failures: list[str] = []
+    for _r, result in moved:
+        failures += _write_runs(producer, runs_topic, ctx, result)
+    offsets = [
+        progress_offset(r.remote_topic, r.partition, result.end, r.topic_id)
+        for r, result in moved
+        if result.end >= 0
+    ]
+    if offsets:
         try:
-            _send_offsets(producer, offsets, group, r, ctx)
+            _send_offsets(producer, offsets, group, ranges, ctx)
         except KafkaException as exc:  # every code but auth is retried: _retry_later
             what = "could not add ferry's position to a transaction"
-            raise _retry_later(exc, r, ctx, what) from None
-    _commit(producer, r, ctx, failures)
+            raise _retry_later(exc, ranges, ctx, what) from None
+    _commit(producer, ranges, ctx, failures)

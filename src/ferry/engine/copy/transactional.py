@@ -1,10 +1,17 @@
 """The transactional producers of exactly-once copying: who they are and how they are set.
 
-Each source partition has producers whose `transactional.id` names the flow, topic, partition
-and parity: whoever copies the partition next starts producers with those ids, which fences
-every earlier writer (a task Spark retried, a worker of a killed `ferry run`). A lease uses two
-per partition, of two parities, so that one slice's transaction commits while the next slice
-copies (engine/copy/commit_pipeline.py); a batch uses the first. Pure: no clients here.
+A copy task (one bin of a lease or of a batch) writes all its partitions in one transaction
+at a time, with a producer whose `transactional.id` names the flow and the task's slot: the
+bin's index in the plan (`task_transactional_id`). Whoever copies in that slot next starts a
+producer with that id, which fences the slot's earlier writers (an attempt Spark retried, a
+lease's task of before) and aborts the transaction they left open. Partitions move between
+slots only from one plan to the next, when the earlier plan's tasks have all ended; a run's
+start fences every slot an earlier run may have used (engine/copy/fencing.py), so no writer
+of an earlier run is left unfenced when a partition lands in another slot.
+
+A lease uses two producers per slot, of two parities, so that one slice's transaction commits
+while the next slice copies (engine/copy/commit_pipeline.py); a batch uses the first. The
+driver's head start copies in a slot of its own (HEAD_START_TASK). Pure: no clients here.
 """
 
 from __future__ import annotations
@@ -12,40 +19,42 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ferry.engine.copy.types import CopyContext, CopyRange
+from ferry.engine.copy.types import CopyContext
 
 __all__ = [
+    "HEAD_START_TASK",
     "PARITIES",
     "TRANSACTION_TIMEOUT_MS",
     "ProducerFor",
     "TransactionalSettings",
     "resume_at",
-    "transactional_id",
+    "task_transactional_id",
 ]
 
 # Long enough to copy a batch; short enough that a transaction left open by a crashed ferry
 # that is not restarted does not hold back the target's read_committed consumers for long.
 TRANSACTION_TIMEOUT_MS = 60_000
-# A lease's two producers per partition (see commit_pipeline); a batch uses the first.
+# A lease's two producers per task (see commit_pipeline); a batch uses the first.
 PARITIES = (0, 1)
+# The slot of the driver's head start (engine/head_start.py), which copies before any task.
+HEAD_START_TASK = "head-start"
 
 
 class ProducerFor(Protocol):
-    """The started transactional producer of a source partition (`fresh`: a new one, which
-    fences the cached one), of one of the partition's two ids (`parity`)."""
+    """The started transactional producer of the task, of one of its two ids (`parity`);
+    `fresh`: a new one, which fences the cached one."""
 
-    def __call__(self, topic: str, partition: int, fresh: bool, parity: int = 0) -> Any: ...
+    def __call__(self, fresh: bool, parity: int = 0) -> Any: ...
 
 
-def transactional_id(
-    source_alias: str, target_alias: str, topic: str, partition: int, parity: int = 0
-) -> str:
-    """Stable per flow, source partition and parity: whoever copies the partition next
-    starts producers with both of its ids, which fences every earlier writer."""
-    # ':' cannot occur in a topic name, so no two partitions or parities share an id; parity 0
-    # keeps the id a single producer per partition had, so its writers are fenced too.
-    base = f"ferry:{source_alias}->{target_alias}:{topic}:{partition}"
-    return base if parity == 0 else f"{base}:{parity}"
+def task_transactional_id(source_alias: str, target_alias: str, task: str, parity: int = 0) -> str:
+    """Stable per flow, task slot (a bin's index, or HEAD_START_TASK) and parity.
+
+    '/' cannot occur in a topic name, so no id of a slot is an id an older ferry gave a
+    partition (`<topic>:<partition>`); all share the prefix `ferry:<source>-><target>:` that
+    ferry's principal is granted."""
+    base = f"ferry:{source_alias}->{target_alias}:task/{task}"
+    return base if parity == 0 else f"{base}/{parity}"
 
 
 def resume_at(planned_start: int, committed: int | None) -> int:
@@ -63,7 +72,7 @@ def resume_at(planned_start: int, committed: int | None) -> int:
 
 
 class TransactionalSettings:
-    """librdkafka settings of the transactional producer of one source partition."""
+    """librdkafka settings of the transactional producers of a flow's copy tasks."""
 
     def __init__(self, producer_settings: Mapping[str, str], ctx: CopyContext) -> None:
         self._base = {
@@ -75,11 +84,11 @@ class TransactionalSettings:
         self._base["message.timeout.ms"] = str(min(timeout, TRANSACTION_TIMEOUT_MS))
         self._ctx = ctx
 
-    def for_partition(self, topic: str, partition: int, parity: int = 0) -> dict[str, str]:
+    def for_task(self, task: str, parity: int = 0) -> dict[str, str]:
         ctx = self._ctx
-        txn = transactional_id(ctx.source_alias, ctx.target_alias, topic, partition, parity)
+        txn = task_transactional_id(ctx.source_alias, ctx.target_alias, task, parity)
         return {**self._base, "transactional.id": txn}
 
-    def for_ranges(self, ranges: list[CopyRange]) -> list[dict[str, str]]:
-        """Every producer's settings a lease of `ranges` may use."""
-        return [self.for_partition(r.topic, r.partition, p) for r in ranges for p in PARITIES]
+    def for_task_parities(self, task: str) -> list[dict[str, str]]:
+        """Every producer's settings a task may use (both parities)."""
+        return [self.for_task(task, parity) for parity in PARITIES]

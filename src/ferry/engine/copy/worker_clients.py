@@ -26,7 +26,6 @@ __all__ = [
     "evict",
     "evict_native",
     "evict_transactional",
-    "make_room",
     "native_copier_for",
     "producer_for",
     "transactional_producer",
@@ -36,17 +35,13 @@ _admins: dict[str, Any] = {}
 _consumers: dict[str, Any] = {}
 _producers: dict[str, tuple[Any, DeliveryTracker]] = {}
 _native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settings
-# Exactly-once: a started producer per transactional id (source partition), least recently
-# used first. All share one tracker: a worker runs one task at a time, and each producer
-# writes partitions no other one does.
+# Exactly-once: a started producer per transactional id (a task slot's parity), least recently
+# used first. All share one tracker: a worker runs one task at a time.
 _transactional: OrderedDict[str, Any] = OrderedDict()
 _transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
 transactional_tracker = DeliveryTracker()
-# Two per source partition in a lease (transactional.PARITIES): room for a bin of 64 partitions.
-# A bin with more makes room for all of its producers first (`make_room`): evicting one the
-# running lease holds would close it under the lease.
+# Two per task slot (transactional.PARITIES): a worker that ran tasks of 64 slots keeps them all.
 MAX_TRANSACTIONAL_PRODUCERS = 128
-_capacity = MAX_TRANSACTIONAL_PRODUCERS
 # Producers stuck inside a librdkafka call: never called again, never closed (a close would
 # wait for the stuck call), kept referenced so no garbage collection destroys them either.
 _abandoned: list[Any] = []
@@ -134,7 +129,7 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
             _transactional[key] = producer
             evicted = [
                 _transactional.popitem(last=False)[1]
-                for _ in range(len(_transactional) - _capacity)
+                for _ in range(len(_transactional) - MAX_TRANSACTIONAL_PRODUCERS)
             ]
         for old in evicted:
             _drop(old)
@@ -142,14 +137,6 @@ def transactional_producer(settings: dict[str, str], fresh: bool = False) -> Any
         if key in _transactional:
             _transactional.move_to_end(key)
     return producer
-
-
-def make_room(producers: int) -> None:
-    """A task is about to hold `producers` started transactional producers at once: the cache
-    keeps at least that many from now on (a worker that copied a big bin once will again)."""
-    global _capacity
-    with _transactional_lock:
-        _capacity = max(_capacity, producers)
 
 
 def abandon(producer: Any) -> None:

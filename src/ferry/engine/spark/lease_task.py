@@ -2,9 +2,9 @@
 
 The task reads the flow's position from the target, copies in slices of
 `ferry.commit.interval.ms` and commits after each (at-least-once: the slice's offset runs,
-then the positions; exactly-once: one transaction per busy partition), until the lease is over:
-its time is up, `ferry run` is stopping, or the assignment must change (engine/copy/lease.py
-holds the loop; this module gives it its clients and its end).
+then the positions; exactly-once: one transaction per slice for all its partitions), until
+the lease is over: its time is up, `ferry run` is stopping, or the assignment must change
+(engine/copy/lease.py holds the loop; this module gives it its clients and its end).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ferry.engine.copy.lease import (
 from ferry.engine.copy.progress import LeaseCommitter
 from ferry.engine.copy.python_loop import copy_bin
 from ferry.engine.copy.source_ends import high_watermarks
-from ferry.engine.copy.transactional import PARITIES
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, partition_entry
@@ -34,6 +33,7 @@ from ferry.engine.spark.task_support import (
     dropping_clients_on_failure,
     print_notices,
     task_executor,
+    task_slot,
     transactional_producers,
     use_native,
 )
@@ -89,7 +89,8 @@ def copy_lease(
     if flow.exactly_once:
         consumer = worker_clients.consumer_for(consumer_conf)
         progress = worker_clients.consumer_for(progress_conf)
-        settings, producer_for = transactional_producers(spec, ctx, len(ranges) * len(PARITIES))
+        task = task_slot(head_start=until is not None)
+        settings, producer_for = transactional_producers(spec, ctx, task)
 
         def lease_exactly_once() -> list[PartitionResult]:
             results, notices = run_lease_exactly_once(
@@ -108,7 +109,7 @@ def copy_lease(
 
         def drop() -> None:
             worker_clients.evict(consumer_conf, {})
-            worker_clients.evict_transactional(settings.for_ranges(ranges))
+            worker_clients.evict_transactional(settings.for_task_parities(task))
 
         results = dropping_clients_on_failure(lease_exactly_once, drop)
         return results, "python"

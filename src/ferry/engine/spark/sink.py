@@ -11,8 +11,8 @@ succeeded, and before Spark records the batch as done in its checkpoint: it writ
 offset runs to the flow's offset-runs topic (and waits for the ack), commits the flow's
 position in its group on the target (for `ferry status`) and updates the counters.
 If anything fails first, Spark replays the batch: records may be copied twice (at-least-once),
-never lost. In exactly-once mode each task commits one transaction per partition holding the
-copies, the runs and the progress (`ferry.engine.copy.exactly_once`); a replayed batch skips what
+never lost. In exactly-once mode each task commits one transaction holding its partitions'
+copies, runs and progress (`ferry.engine.copy.exactly_once`); a replayed batch skips what
 committed, and `commit` only updates the counters.
 """
 
@@ -44,6 +44,7 @@ from ferry.engine.spark.task_support import (
     dropping_clients_on_failure,
     print_notices,
     task_executor,
+    task_slot,
     transactional_producers,
     use_native,
 )
@@ -94,10 +95,11 @@ class MirrorSink(DataSourceStreamWriter):
         rows = list(iterator)
         if not rows:
             return BinReport([], 0.0)
+        head_start_running = False
         if self._until is None:  # a Spark task: the driver's head start stops first
             from ferry.engine.handover import take_over
 
-            take_over(FlowState(self.spec.state_dir))
+            head_start_running = take_over(FlowState(self.spec.state_dir))
         first = rows[0]
         ctx = CopyContext(
             source_alias=self.spec.source.alias,
@@ -122,6 +124,8 @@ class MirrorSink(DataSourceStreamWriter):
             for r in rows
         ]
         consumer_conf = consumer_settings(self.spec.source, self.spec.flow)
+        if head_start_running and self.spec.flow.exactly_once:
+            self._fence_head_start(ctx)
         if self.spec.leased:
             log_ends = {(r.topic, r.partition): r.log_end for r in rows}
             results, copier = copy_lease(
@@ -178,15 +182,14 @@ class MirrorSink(DataSourceStreamWriter):
 
         progress_conf = progress_consumer_settings(self.spec.target, self.spec.flow)
         progress = worker_clients.consumer_for(progress_conf)
-        settings, producer_for = transactional_producers(self.spec, ctx, len(ranges))
+        task = task_slot(head_start=False)
+        settings, producer_for = transactional_producers(self.spec, ctx, task)
 
         runs_topic = self.spec.flow.replication_policy.offset_runs_topic(self.spec.flow.source)
 
-        def drop() -> None:  # any of the bin's producers may be fenced or in a fatal state
+        def drop() -> None:  # the task's producer may be fenced or in a fatal state
             worker_clients.evict(consumer_conf, {})
-            worker_clients.evict_transactional(
-                [settings.for_partition(r.topic, r.partition) for r in ranges]
-            )
+            worker_clients.evict_transactional(settings.for_task_parities(task))
 
         tracker = worker_clients.transactional_tracker
         return dropping_clients_on_failure(
@@ -195,6 +198,18 @@ class MirrorSink(DataSourceStreamWriter):
             ),
             drop,
         )
+
+    def _fence_head_start(self, ctx: CopyContext) -> None:
+        """The head start did not stop in time: its transactional ids are fenced before this
+        task reads the flow's positions, so nothing it still commits lands after that read."""
+        from ferry.engine.copy.fencing import fence_tasks
+        from ferry.engine.copy.transactional import HEAD_START_TASK, TransactionalSettings
+
+        settings = TransactionalSettings(producer_settings(self.spec.target), ctx)
+        try:
+            fence_tasks(settings, [HEAD_START_TASK], ctx)
+        except FerryError as exc:
+            raise RuntimeError(error_to_text(exc)) from None
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         reports = [m for m in messages if isinstance(m, BinReport)]

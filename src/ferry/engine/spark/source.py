@@ -292,6 +292,8 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             if rows:
                 partitions.append(BinPartition(len(partitions), rows))
+        # Exactly-once ids are per slot: the next run's start fences every slot used.
+        self.state.record_task_slots(len(partitions))
         return partitions
 
     # --- leases ---------------------------------------------------------------------------
@@ -328,6 +330,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             previous=self._previous_bins,
             topic_ids=self._topic_ids,
         )
+        self.state.record_task_slots(len(packed))  # as for bounded batches
         return [BinPartition(index, rows) for index, rows in enumerate(packed)]
 
     def whole_flow(self) -> list[tuple[Any, ...]]:

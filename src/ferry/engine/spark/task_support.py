@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.engine.copy.client_settings import producer_settings
-from ferry.engine.copy.transactional import ProducerFor, TransactionalSettings
+from ferry.engine.copy.transactional import HEAD_START_TASK, ProducerFor, TransactionalSettings
 from ferry.engine.copy.types import CopyContext, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState
@@ -19,6 +19,7 @@ __all__ = [
     "dropping_clients_on_failure",
     "print_notices",
     "task_executor",
+    "task_slot",
     "transactional_producers",
     "use_native",
 ]
@@ -42,7 +43,7 @@ def dropping_clients_on_failure(
 def use_native(choice: str) -> bool:
     """`ferry.copier`: native (C over librdkafka), python, or auto (native where it loads).
 
-    Exactly-once always uses the Python loop (a transactional producer per partition)."""
+    Exactly-once always uses the Python loop (a transactional producer per task)."""
     if choice == "python":
         return False
     from ferry.engine.copy.native_loop import native_module, unavailable_reason
@@ -58,21 +59,29 @@ def use_native(choice: str) -> bool:
     return False
 
 
+def task_slot(head_start: bool) -> str:
+    """This task's exactly-once slot: its bin's index in the plan (Spark's partition id), or
+    the driver's head start's own (engine/copy/transactional.py)."""
+    if head_start:
+        return HEAD_START_TASK
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return str(context.partitionId()) if context is not None else "0"
+
+
 def transactional_producers(
-    spec: FlowSpec, ctx: CopyContext, producers: int
+    spec: FlowSpec, ctx: CopyContext, task: str
 ) -> tuple[TransactionalSettings, ProducerFor]:
-    """Exactly-once: the settings of each partition's producers, and `producer_for(topic,
-    partition, fresh, parity)`, the started one from this worker's cache (`fresh`: a new
-    one); the cache keeps the `producers` the task holds at once."""
+    """Exactly-once: the settings of the flow's transactional producers, and
+    `producer_for(fresh, parity)`, the task's started one from this worker's cache (`fresh`:
+    a new one)."""
     from ferry.engine.copy import worker_clients
 
-    worker_clients.make_room(producers)
     settings = TransactionalSettings(producer_settings(spec.target), ctx)
 
-    def producer_for(topic: str, partition: int, fresh: bool, parity: int = 0) -> Any:
-        return worker_clients.transactional_producer(
-            settings.for_partition(topic, partition, parity), fresh
-        )
+    def producer_for(fresh: bool, parity: int = 0) -> Any:
+        return worker_clients.transactional_producer(settings.for_task(task, parity), fresh)
 
     return settings, producer_for
 
