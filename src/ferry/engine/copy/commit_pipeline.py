@@ -3,7 +3,7 @@
 A transaction's commit (the position added to it, then EndTxn and its markers) takes round
 trips to the target's coordinators. If copying waited for them, every record arriving meanwhile
 would wait too, and the commit's time would show in replication latency on top of the slice.
-So each source partition has two transactional producers (`transactional.transactional_id`'s
+So each copy task has two transactional producers (`transactional.task_transactional_id`'s
 two parities) and consecutive slices alternate between them: slice k+1 copies with one while
 slice k's transaction commits with the other, on this pipeline's thread.
 
@@ -17,10 +17,12 @@ What keeps that exact (each rule is what breaks without it):
   never passes copies whose transaction might still abort;
 - when slice k's commit fails, slice k+1's transaction is aborted with the rest (the caller
   aborts every open one when `submit` or `wait` raises), so nothing after a gap is visible;
-- a lease's last slice is committed before the lease returns (`wait`).
+- a lease's last slice is committed before the lease returns (`wait`);
+- every slice submits its commit, an idle one's empty commit too: slice k+2 begins on slice
+  k's producer, and only slice k+1's `submit` waits for slice k's commit to be through.
 
-A crash at any point leaves at most two open transactions per partition; the next lease starts
-both producers afresh, which aborts them, and resumes from the last committed position.
+A crash at any point leaves at most two open transactions per task; the next lease starts both
+producers afresh, which aborts them, and resumes from the last committed position.
 """
 
 from __future__ import annotations

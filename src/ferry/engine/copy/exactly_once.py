@@ -365,8 +365,12 @@ def run_lease_exactly_once(
             ]
             if moved:
                 pipeline.submit(lambda: _commit_slice(producer, group, runs_topic, ctx, moved))
-            else:  # idle: the empty transaction ends locally
-                producer.commit_transaction(COMMIT_TIMEOUT_SECONDS)
+            else:
+                # Idle: the empty transaction ends locally, but through the pipeline all the
+                # same, after the previous slice's commit. Submitting is what waits for the
+                # commit before it, and the slice after next begins on the producer that
+                # commit uses (its send_offsets still running there was a _CONFLICT).
+                pipeline.submit(lambda: producer.commit_transaction(COMMIT_TIMEOUT_SECONDS))
             if slice.settle:
                 pipeline.wait()  # the lease's end is committed before the lease returns
             return results

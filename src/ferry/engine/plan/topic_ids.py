@@ -17,6 +17,8 @@ the source's end is a recreated topic), and the next commit records the id.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -71,9 +73,27 @@ def ends_in_new_topics(
 
 def source_topic_ids(admin: AdminClient, topics: Iterable[str], timeout: float) -> dict[str, str]:
     """Each topic's id as `admin`'s cluster says, as text; a topic it does not describe (gone,
-    not allowed, no answer in time) is left out: its id is not known."""
+    not allowed, no answer in time) is left out: its id is not known.
+
+    librdkafka sends DescribeTopics to the broker its metadata last named as controller (in
+    KRaft, any live broker the last metadata answer picked). When that broker has gone down
+    since, every describe waits out its timeout until something refreshes the metadata, which
+    for a client that asks nothing else can take minutes: so after a first try of half the
+    time, the metadata is read again and what was not described is asked once more."""
+    deadline = time.monotonic() + timeout
+    wanted = sorted(topics)
+    ids = _describe(admin, wanted, timeout / 2)
+    missing = [t for t in wanted if t not in ids]
+    if missing and time.monotonic() < deadline:
+        with contextlib.suppress(KafkaException):  # the retry below says what it can
+            admin.list_topics(timeout=max(0.1, (deadline - time.monotonic()) / 2))
+        ids.update(_describe(admin, missing, max(0.1, deadline - time.monotonic())))
+    return ids
+
+
+def _describe(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, str]:
     ids: dict[str, str] = {}
-    for batch in batches(sorted(topics), MAX_TOPICS_PER_METADATA_REQUEST):
+    for batch in batches(topics, MAX_TOPICS_PER_METADATA_REQUEST):
         try:
             futures = admin.describe_topics(TopicCollection(batch), request_timeout=timeout)
         except KafkaException:
