@@ -134,7 +134,7 @@ FLOW_DOCS: dict[str, tuple[str, str]] = {
         "200 ms here: planning, task launch, commit) and at its end a flush and a new fetch of "
         "every partition (2,000,000 x 1 KiB records took about 3.5 s less in 2 batches than "
         "in 8), so a backlog goes fastest in big batches; exactly-once commits each "
-        "partition's share in one transaction, which must finish within 60 s",
+        "task's share in one transaction, which must finish within 60 s",
     ),
     "ferry.bins": (
         "none: MM2's `tasks.max` does this job there, but an MM2 file's `tasks.max` is "
