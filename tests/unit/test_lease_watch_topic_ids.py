@@ -44,6 +44,9 @@ class Source:
             answer[name] = future
         return answer
 
+    def list_topics(self, timeout: float) -> None:
+        pass  # a topic not described is asked once more after a metadata read
+
 
 class Manager:
     def __init__(self, selected: dict[str, int], ids: dict[str, str]) -> None:
