@@ -145,7 +145,7 @@ bench: setup
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.wan
-	$(BIN)/python -m bench.exactly_once_consumer --runs ferry-eos,ferry-eos:25,mm2-eos,ferry-alos,mm2-alos
+	$(BIN)/python -m bench.exactly_once_consumer --runs ferry-eos,ferry-eos:100,mm2-eos,ferry-alos,mm2-alos
 	$(BIN)/python -m bench.rto
 
 # `ferry audit` at scale: 5,000,000 records of 32 B over 8 partitions copied with `ferry run
