@@ -76,3 +76,26 @@ def test_link_cut_and_restored(fault_dir: Path, fault_clusters: dict[str, LocalC
     restored = run_ferry("local", "link", "--cluster", "A", "restore", "--dir", directory)
     assert json.loads(restored.stdout)["mode"] == "open"
     assert _brokers_seen(through_link) == {1, 2, 3}
+
+
+def test_a_source_behind_a_slow_link_is_measured_and_read_as_across_a_wan(
+    fault_dir: Path, fault_clusters: dict[str, LocalCluster]
+) -> None:
+    """`ferry run` measures each source's round trip and, for one across a wide-area link,
+    reads it with the WAN consumer settings: here the link proxy adds 30 ms each way."""
+    from ferry.engine.link_settings import WAN_CONSUMER, wan_consumer_settings
+    from ferry.kafka.round_trip import round_trip_ms
+
+    directory = str(fault_dir / "clusters")
+    through_link = {"bootstrap.servers": fault_clusters["A"].link_bootstrap}
+    near = round_trip_ms(through_link, timeout=10)
+    assert near is not None and wan_consumer_settings(near, {}) == {}, f"{near} ms"
+    slow = run_ferry("local", "link", "--cluster", "A", "delay", "--ms", "30", "--dir", directory)
+    assert slow.returncode == 0, slow.stderr
+    try:
+        far = round_trip_ms(through_link, timeout=10)
+    finally:
+        restored = run_ferry("local", "link", "--cluster", "A", "restore", "--dir", directory)
+        assert restored.returncode == 0, restored.stderr
+    assert far is not None and far >= 60, f"a 30 ms each-way link measured {far} ms"
+    assert wan_consumer_settings(far, {}) == WAN_CONSUMER

@@ -32,6 +32,7 @@ from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_signal_server import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
+from ferry.engine.link_settings import wan_consumer_settings
 from ferry.engine.preflight import Retrier, check_copier, fence_flow, prepare
 from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
 from ferry.engine.spark.cores import available_cores
@@ -40,6 +41,7 @@ from ferry.errors import FerryError
 from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
 from ferry.kafka.reachability import Reachability
+from ferry.kafka.round_trip import round_trip_ms
 from ferry.signals import stop_on_signals
 from ferry.sync.loop import SyncLoop
 
@@ -54,6 +56,8 @@ __all__ = ["FlowProgress", "Runner"]
 
 # Each flow's head start, its counters and the time from before it copied anything.
 Early = dict[str, tuple[HeadStart, dict[str, Any], float]]
+# Each timed request of the round trip to a source (kafka/round_trip.py); it answered already.
+LINK_PROBE_TIMEOUT_SECONDS = 5.0
 
 
 def _stop_queries(flows: list[FlowQuery]) -> None:
@@ -172,6 +176,7 @@ class Runner:
                     state = FlowState(flow_state_dir(self.config.state_dir.resolve(), flow))
                     slots = max(state.task_slots(), flow.bins, os.cpu_count() or 1)
                     fence_flow(self.config, flow, slots, self._retrying)
+            self._fit_links()
             # The graph over real topics, before anything copies (the head start included).
             root = self.config.state_dir.resolve()
             graph = GraphWatch(
@@ -251,6 +256,26 @@ class Runner:
                 # After copying: checkpoints (and group sync) as of now, then exit.
                 self._retrying(plane.run_once)
         return [f.progress for f in flows]
+
+    def _fit_links(self) -> None:
+        """Each source measured (a metadata round trip, once both clusters answered); one
+        across a wide-area link is read with the WAN consumer settings the user did not set
+        (engine/link_settings.py), and said."""
+        clusters = dict(self.config.clusters)
+        for alias in sorted({f.source for f in self.config.enabled_flows}):
+            cluster = clusters[alias]
+            measured = round_trip_ms(cluster.admin_config(), timeout=LINK_PROBE_TIMEOUT_SECONDS)
+            extra = wan_consumer_settings(measured, cluster.consumer_config())
+            if not extra or measured is None:
+                continue
+            clusters[alias] = cluster.model_copy(update={"consumer": {**cluster.consumer, **extra}})
+            settings = ", ".join(f"{key} = {value}" for key, value in extra.items())
+            self._notice(
+                f"cluster {alias} is {measured:.0f} ms away (a metadata round trip): reading it "
+                f"with the settings for a wide-area link ({settings}); set them per cluster "
+                f"({alias}.consumer.<key>) to choose others"
+            )
+        self.config = self.config.model_copy(update={"clusters": clusters})
 
     def _supervisor(self, flow: FlowConfig) -> FlowSupervisor:
         return FlowSupervisor(

@@ -1,0 +1,35 @@
+"""Consumer settings for a source across a wide-area link, chosen by its measured round trip.
+
+Pure: the round trip is measured elsewhere (`kafka/round_trip.py`). ferry's consumer defaults
+suit clusters a few milliseconds apart: a 1 MiB receive buffer caps one connection at about 1
+MiB per round trip (17 MB/s at 60 ms), and 1 MiB per partition per fetch takes several round
+trips to drain a backlog. For a source this far or farther, the settings the benchmarks
+measured best across a link (docs: Benchmarks, across a WAN) apply, each only where the user
+did not set it: on a simulated 60 ms / 200 Mbit/s link they took the backlog copy from 60% of
+the link to 87%, and on 100 ms / 1 Gbit/s from 10% to 68%.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["WAN_CONSUMER", "WAN_ROUND_TRIP_MS", "wan_consumer_settings"]
+
+# Within a datacenter a metadata round trip takes under a millisecond or two; between regions
+# tens of milliseconds. At 10 ms a 1 MiB window already caps a connection near 100 MB/s.
+WAN_ROUND_TRIP_MS = 10.0
+WAN_CONSUMER = {
+    "socket.receive.buffer.bytes": "0",  # the OS's autotuning, up to net.ipv4.tcp_rmem's ceiling
+    "max.partition.fetch.bytes": "4194304",  # more per fetch: one fetch per round trip
+    "fetch.max.bytes": "52428800",
+}
+
+
+def wan_consumer_settings(
+    round_trip_ms: float | None, user_settings: Mapping[str, str]
+) -> dict[str, str]:
+    """The WAN settings the user did not set (`user_settings`: the cluster's consumer settings
+    as configured), for a source `round_trip_ms` away; none when it is near or not measured."""
+    if round_trip_ms is None or round_trip_ms < WAN_ROUND_TRIP_MS:
+        return {}
+    return {key: value for key, value in WAN_CONSUMER.items() if key not in user_settings}
