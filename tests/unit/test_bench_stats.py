@@ -13,6 +13,8 @@ from bench.java_tools import (
 from bench.latency import stamp_of, stamped_value
 from bench.stats import latency_summary, median, percentile, ratio
 
+from ferry.engine.copy.client_settings import PRODUCER_DEFAULTS
+
 
 def test_percentile_is_nearest_rank() -> None:
     values = list(range(1, 101))  # 1..100
@@ -88,7 +90,7 @@ def test_perf_output_without_a_result_is_an_error() -> None:
 
 def test_java_clients_get_ferrys_settings() -> None:
     producer = producer_settings()
-    assert producer["linger.ms"] == "10"
+    assert producer["linger.ms"] == PRODUCER_DEFAULTS["linger.ms"]
     assert producer["batch.size"] == "1000000"
     assert producer["compression.type"] == "lz4"
     assert producer["acks"] == "all"
