@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from ferry.config import load_config
+from ferry.config import FerryConfig, load_config
 from ferry.engine.copy.client_settings import consumer_settings, flow_group, producer_settings
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.python_loop import copy_ranges
@@ -160,40 +160,61 @@ def test_a_replayed_batch_writes_nothing_twice_even_without_sparks_checkpoint(
         assert origins[p] == list(range(PER_PARTITION + 1)), f"partition {p}: no duplicate"
 
 
+def _zombie_with_partition_0(
+    clusters: dict[str, BrokerProcess],
+    topic: str,
+    tmp_path: Path,
+    slot: str,
+    parity: int = 0,
+    recorded_slots: int = 0,
+) -> tuple[Path, FerryConfig, Any]:
+    """A filled topic, the flow's config (its state directory remembering `recorded_slots`
+    slots of an earlier plan) and a zombie copy task: a producer of `slot`'s id that copied
+    partition 0 in a transaction it never ended, as a crashed or frozen ferry leaves one."""
+    a, b = clusters["A"].bootstrap, clusters["B"].bootstrap
+    _fill(a, topic)
+    config = _eos_config(tmp_path, clusters, topic)
+    remote = f"A.{topic}"
+    create_topic(b, remote, PARTITIONS)
+    cfg = load_config(config)
+    flow = cfg.enabled_flows[0]
+    if recorded_slots:
+        FlowState(flow_state_dir(cfg.state_dir, flow)).record_task_slots(recorded_slots)
+    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
+    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
+    # As ferry's own: no default delivery callback (the copier gives callbacks where needed).
+    zombie = Producer(quiet({**settings.for_task(slot, parity), **LONG_TRANSACTIONS}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    source = Consumer(consumer_settings(cfg.clusters["A"], flow))
+    try:
+        work = [CopyRange(topic, 0, 0, PER_PARTITION, remote, 1048588)]
+        copy_ranges(source, {(topic, 0): zombie}, DeliveryTracker(), work, ctx)
+    finally:
+        source.close()
+    return config, cfg, zombie
+
+
+def _assert_exactly_once(bootstrap: str, remote: str) -> None:
+    committed = _origins(bootstrap, remote, PARTITIONS * PER_PARTITION)
+    for p in range(PARTITIONS):
+        assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
+
+
 def test_read_committed_consumers_never_see_an_aborted_replication_transaction(
     kafka_clusters: dict[str, BrokerProcess], topic_name: str, tmp_path: Path, spark: Any
 ) -> None:
     """A zombie copy task (as left by a crashed ferry) wrote copies in a transaction it never
     committed; the next ferry run fences it, its copies stay invisible to read_committed."""
-    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
-    _fill(a, topic_name)
-    config = _eos_config(tmp_path, kafka_clusters, topic_name)
-    remote = f"A.{topic_name}"
-    create_topic(b, remote, PARTITIONS)
-    cfg = load_config(config)
-    flow = cfg.enabled_flows[0]
-    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
-    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
-    tracker = DeliveryTracker()
-    # As ferry's own: no default delivery callback (the copier gives callbacks where needed).
-    zombie = Producer(quiet(settings.for_task("0")))
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    source = Consumer(consumer_settings(cfg.clusters["A"], flow))
-    try:
-        work = [CopyRange(topic_name, 0, 0, PER_PARTITION, remote, 1048588)]
-        copy_ranges(source, {(topic_name, 0): zombie}, tracker, work, ctx)
-    finally:
-        source.close()
+    b, remote = kafka_clusters["B"].bootstrap, f"A.{topic_name}"
+    config, _cfg, zombie = _zombie_with_partition_0(kafka_clusters, topic_name, tmp_path, "0")
 
     run_once(config, spark)
 
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)  # fenced: the run started a newer producer of this id
+    _assert_exactly_once(b, remote)
     expected = PARTITIONS * PER_PARTITION
-    committed = _origins(b, remote, expected)
-    for p in range(PARTITIONS):
-        assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
     everything = _origins(b, remote, expected, **{"isolation.level": "read_uncommitted"})
     assert len(everything[0]) == 2 * PER_PARTITION, "the zombie's copies are in the log, aborted"
 
@@ -205,29 +226,14 @@ def test_a_run_fences_every_slot_an_earlier_plan_used(
     task (slot 5) mid-transaction, holding copies of partition 0. This run's plan is one bin:
     slot 5 is none of its own, so only the fence at its start keeps the frozen task from
     committing when it wakes, after this run has read the positions and copied partition 0."""
-    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
-    _fill(a, topic_name)
-    config = _eos_config(tmp_path, kafka_clusters, topic_name)
-    remote = f"A.{topic_name}"
-    create_topic(b, remote, PARTITIONS)
-    cfg = load_config(config)
-    flow = cfg.enabled_flows[0]
-    FlowState(flow_state_dir(cfg.state_dir, flow)).record_task_slots(6)
-    ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
-    settings = TransactionalSettings(producer_settings(cfg.clusters["B"]), ctx)
-    zombie = Producer(quiet({**settings.for_task("5", 1), **LONG_TRANSACTIONS}))
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    source = Consumer(consumer_settings(cfg.clusters["A"], flow))
-    try:
-        work = [CopyRange(topic_name, 0, 0, PER_PARTITION, remote, 1048588)]
-        copy_ranges(source, {(topic_name, 0): zombie}, DeliveryTracker(), work, ctx)
-    finally:
-        source.close()
+    b, remote = kafka_clusters["B"].bootstrap, f"A.{topic_name}"
+    config, cfg, zombie = _zombie_with_partition_0(
+        kafka_clusters, topic_name, tmp_path, "5", parity=1, recorded_slots=6
+    )
 
     run_once(config, spark)
 
-    group = Consumer({"bootstrap.servers": b, "group.id": flow_group(flow)})
+    group = Consumer({"bootstrap.servers": b, "group.id": flow_group(cfg.enabled_flows[0])})
     try:
         with pytest.raises(KafkaException):  # fenced at the run's start: nothing commits
             zombie.send_offsets_to_transaction(
@@ -236,10 +242,7 @@ def test_a_run_fences_every_slot_an_earlier_plan_used(
             zombie.commit_transaction(30)
     finally:
         group.close()
-    expected = PARTITIONS * PER_PARTITION
-    committed = _origins(b, remote, expected)
-    for p in range(PARTITIONS):
-        assert committed[p] == list(range(PER_PARTITION)), f"partition {p}: exactly once"
+    _assert_exactly_once(b, remote)
 
 
 def _stable_to_end(bootstrap: str, topic: str) -> bool:
