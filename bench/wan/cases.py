@@ -19,6 +19,7 @@ from bench.harness import MeasuredProcess
 from bench.replicators import Ferry, MirrorMaker2
 from bench.wan.model import BROKER_RECEIVE_BUFFER, OsBuffers, Windows, windows_for
 from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from ferry.engine.link_settings import wan_consumer_settings
 
 __all__ = [
     "FERRY_WAN",
@@ -92,12 +93,20 @@ class Case:
 
 
 def case_windows(
-    case: Case, os: OsBuffers, target_broker: Mapping[str, str] | None = None
+    case: Case,
+    os: OsBuffers,
+    target_broker: Mapping[str, str] | None = None,
+    rtt_ms: float = 0.0,
 ) -> Windows:
-    """The windows of the client that carries the records across the link in `case`."""
+    """The windows of the client that carries the records across the link in `case`. ferry
+    measures how far its source is and, across a wide-area link (`rtt_ms`), sets the WAN
+    settings the case leaves unset itself (engine/link_settings.py): its window is the one
+    those give, as the link must model what the client asked its kernel for."""
     if case.placement == "near-target":
         client = "librdkafka" if case.replicator == "ferry" else "java-consumer"
         settings = case.source_settings()
+        if case.replicator == "ferry":
+            settings = {**wan_consumer_settings(rtt_ms, settings), **settings}
         if case.replicator == "ferry" and "socket.receive.buffer.bytes" not in settings:
             settings["socket.receive.buffer.bytes"] = CONSUMER_DEFAULTS[
                 "socket.receive.buffer.bytes"

@@ -65,7 +65,7 @@ def measure_case(
     steady_copy = replicator.target(steady)
     create_topic(target, steady_copy, plan.partitions, {"message.timestamp.type": "LogAppendTime"})
     behind = clusters.a if case.placement == "near-target" else clusters.b
-    windows = case_windows(case, os_buffers, clusters.b.settings)
+    windows = case_windows(case, os_buffers, clusters.b.settings, spec.rtt * 1000)
     result: dict[str, Any] = {
         "link": spec.label,
         "rtt_ms": spec.rtt * 1000,

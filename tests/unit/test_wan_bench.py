@@ -82,6 +82,10 @@ def test_windows_follow_the_client_that_carries_the_records() -> None:
     assert case_windows(Case("ferry", "default", "near-target"), OS) == Windows(1_048_576, 102400)
     assert case_windows(Case("ferry", "wan", "near-target"), OS) == Windows(33_554_432, 102400)
     assert case_windows(Case("mm2", "default", "near-target"), OS) == Windows(65536, 102400)
+    # Across a wide-area link ferry sets the WAN settings itself: the default case's window too.
+    far = case_windows(Case("ferry", "default", "near-target"), OS, rtt_ms=60.0)
+    assert far == case_windows(Case("ferry", "wan", "near-target"), OS)
+    assert case_windows(Case("mm2", "default", "near-target"), OS, rtt_ms=60.0).to_client == 65536
     assert case_windows(Case("mm2", "wan", "near-target"), OS) == Windows(33_554_432, 102400)
     # Producing across the link: the target broker's receive buffer is the window to it.
     target = {"socket.receive.buffer.bytes": "-1"}
