@@ -38,7 +38,7 @@ _native: dict[str, Any] = {}  # NativeCopier by its consumer and producer settin
 # Exactly-once: a started producer per transactional id (a task slot's parity), least recently
 # used first. All share one tracker: a worker runs one task at a time.
 _transactional: OrderedDict[str, Any] = OrderedDict()
-_transactional_lock = threading.Lock()  # a task starts its partitions' producers in threads
+_transactional_lock = threading.Lock()  # a lease starts its two producers in threads
 transactional_tracker = DeliveryTracker()
 # Two per task slot (transactional.PARITIES): a worker that ran tasks of 64 slots keeps them all.
 MAX_TRANSACTIONAL_PRODUCERS = 128

@@ -114,6 +114,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_refresh = 0.0
         self._available_now: dict[TP, int] | None = None
         self._previous_bins: dict[TP, int] = {}
+        self._task_slots = 0  # the most bins this planner recorded (FlowState.task_slots)
         self._log_ends: dict[TP, int] = {}  # leases: the source's ends at the lease's planning
         self._carried: dict[TP, int] = {}  # leases: records per partition counted so far
         self._lease_lags: dict[TP, int] = {}  # leases: lag per partition at the lease's planning
@@ -292,8 +293,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             if rows:
                 partitions.append(BinPartition(len(partitions), rows))
-        # Exactly-once ids are per slot: the next run's start fences every slot used.
-        self.state.record_task_slots(len(partitions))
+        self._record_task_slots(len(partitions))
         return partitions
 
     # --- leases ---------------------------------------------------------------------------
@@ -330,8 +330,15 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             previous=self._previous_bins,
             topic_ids=self._topic_ids,
         )
-        self.state.record_task_slots(len(packed))  # as for bounded batches
+        self._record_task_slots(len(packed))
         return [BinPartition(index, rows) for index, rows in enumerate(packed)]
+
+    def _record_task_slots(self, slots: int) -> None:
+        """Exactly-once ids are per slot: the next run's start fences every slot used. Only
+        a plan with more bins than this planner saw before reads and writes the state file."""
+        if slots > self._task_slots:
+            self._task_slots = slots
+            self.state.record_task_slots(slots)
 
     def whole_flow(self) -> list[tuple[Any, ...]]:
         """Every partition of the flow from its position on, as rows of RANGE_SCHEMA: one
