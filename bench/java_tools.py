@@ -77,6 +77,8 @@ def producer_settings() -> dict[str, str]:
     """ferry's default producer settings for a Java producer, with acks=all and idempotence
     (ferry forces both)."""
     settings = {java: PRODUCER_DEFAULTS[ours] for ours, java in _JAVA_PRODUCER_NAMES.items()}
+    if settings["delivery.timeout.ms"] == "0":  # librdkafka's "never"; Java's is its largest
+        settings["delivery.timeout.ms"] = str(2**31 - 1)
     settings.update(
         {
             "acks": "all",

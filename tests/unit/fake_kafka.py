@@ -239,6 +239,11 @@ class FakeProducer:
         self.reports_per_call = reports_per_call
         # value -> records another producer appends right after that record (interleaving)
         self.foreign_after = dict(foreign_after or {})
+        # A target that takes no writes (below min.insync.replicas): copies are held, never
+        # reported, until purged.
+        self.down = False
+        self.purges = 0
+        self._held: list[tuple[Any, KafkaError | None, FakeMessage]] = []
         self.callbacks = 0  # produce calls that asked for a delivery report
         self.produce_calls = 0
         self.logs: dict[TP, list[Rec]] = {}
@@ -272,6 +277,9 @@ class FakeProducer:
             raise KafkaException(self.raise_on_produce[value])
         tp = (topic, partition)
         self.callbacks += callback is not None
+        if self.down:
+            self._held.append((callback, None, FakeMessage(topic, partition, -1001, key, value)))
+            return
         if value in self.refuse:
             report = FakeMessage(topic, partition, -1001, key, value, headers, timestamp)
             self._reports.append((callback, self.refuse[value], report))
@@ -297,7 +305,17 @@ class FakeProducer:
 
     def flush(self, timeout: float | None = None) -> int:
         self._deliver(self.reports_per_call)
-        return len(self._reports)
+        return len(self._reports) + len(self._held)
+
+    def __len__(self) -> int:
+        return len(self._reports) + len(self._held)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Like confluent-kafka's: every copy not acknowledged yet is reported failed."""
+        self.purges += 1
+        purged = KafkaError(KafkaError._PURGE_QUEUE)
+        self._reports.extend((callback, purged, message) for callback, _, message in self._held)
+        self._held.clear()
 
     def _deliver(self, limit: int) -> int:
         served = 0

@@ -9,7 +9,7 @@ the exact offset runs it reports from delivery reports, and how it fails.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from confluent_kafka import KafkaError
@@ -407,6 +407,59 @@ def test_a_full_producer_queue_is_retried_and_the_record_copied_once() -> None:
     assert m.producer.produce_calls == 7
     assert result.copied == 5
     assert result.runs == [OffsetRun(0, T0, 5)]
+
+
+def test_a_target_that_acknowledges_nothing_gives_the_batch_up_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka never times a copy out (message.timeout.ms = 0); the loop gives the whole
+    # batch up instead, so nothing of it is committed and its retry starts where it started.
+    monkeypatch.setattr("ferry.engine.copy.ack_wait.ACK_TIMEOUT_SECONDS", 0.05)
+    m = mirror({("orders", 0): log_of(*range(5))})
+    m.producer.down = True
+
+    with pytest.raises(KafkaUnavailableError) as gave_up:
+        m.copy(rng(0, 5))
+
+    assert str(gave_up.value).startswith(
+        "cluster B (b:9092) did not acknowledge copies: 5 copies got no acknowledgement in 0 s; "
+        "nothing of this batch is committed, the batch is copied again from the last committed "
+        "position, in order"
+    )
+    assert m.producer.purges == 1
+    assert m.producer.logs == {}
+
+
+def test_a_stop_ends_the_wait_for_a_silent_target_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ferry.engine.copy.ack_wait.STOP_GRACE_SECONDS", 0.05)
+    m = mirror({("orders", 0): log_of(*range(5))})
+    m.producer.down = True
+    looks = [0]
+
+    def stopping() -> bool:  # ferry stops at the 20th look of the wait
+        looks[0] += 1
+        return looks[0] >= 20
+
+    with pytest.raises(KafkaUnavailableError) as stopped:
+        m.copy(rng(0, 5), ctx=replace(CTX, stopping=stopping))
+
+    assert looks[0] >= 20
+    assert "did not acknowledge copies: ferry run is stopping and 5 copies got" in str(
+        stopped.value
+    )
+    assert m.producer.purges == 1
+
+
+def test_a_full_queue_that_does_not_drain_gives_the_batch_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("ferry.engine.copy.ack_wait.ACK_TIMEOUT_SECONDS", 0.0)
+    m = mirror({("orders", 0): log_of(*range(5))}, buffer_errors=10**9)
+
+    with pytest.raises(KafkaUnavailableError, match="did not acknowledge copies"):
+        m.copy(rng(0, 5))
+
+    assert m.producer.purges == 1
 
 
 def test_a_partition_the_producer_does_not_know_yet_is_retried_after_a_metadata_refresh() -> None:

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # no __all__: not re-exported
 
 from ferry.config.model import ClusterConfig
-from ferry.engine.copy.client_settings import producer_settings
+from ferry.engine.copy.client_settings import producer_settings, transactional_settings
 from ferry.errors import ReplicationError
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
@@ -78,14 +78,11 @@ def replay(plan: ReconcilePlan, *, timeout: float = 10.0) -> Applied:
             {plan.remote[p.topic]: _partitions_needed(plan, p.topic) for p in plan.with_stranded()},
             timeout,
         )
-        settings = {
-            **producer_settings(target),
-            "transactional.id": f"ferry-reconcile-{flow.source}-to-{flow.target}",
-            "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS),
-        }
-        # librdkafka refuses a message timeout above the transaction timeout.
-        timeout_ms = int(settings.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS))
-        settings["message.timeout.ms"] = str(min(timeout_ms, TRANSACTION_TIMEOUT_MS))
+        settings = transactional_settings(
+            producer_settings(target),
+            f"ferry-reconcile-{flow.source}-to-{flow.target}",
+            TRANSACTION_TIMEOUT_MS,
+        )
         producer = clients.producer(settings)
         with kafka_errors(target, "start the replay's transactions"):
             producer.init_transactions(timeout)

@@ -9,6 +9,8 @@ commits (progress lives in Spark's checkpoint), and the no-loss rules from the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ferry.config.model import ClusterConfig, FlowConfig
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "flow_group",
     "producer_settings",
     "progress_consumer_settings",
+    "transactional_settings",
 ]
 
 CONSUMER_DEFAULTS = {
@@ -49,7 +52,10 @@ PRODUCER_DEFAULTS = {
     "queue.buffering.max.messages": "500000",
     "queue.buffering.max.kbytes": "524288",
     "message.max.bytes": "67108864",
-    "message.timeout.ms": "120000",
+    # librdkafka never times a copy out: a copy it gave up on leaves a gap that later copies
+    # of the partition fill first, and its retry lands out of order. The copy loop gives a
+    # silent target's batch up whole instead (engine/copy/ack_wait.py).
+    "message.timeout.ms": "0",
     "socket.send.buffer.bytes": "1048576",
 }
 
@@ -69,6 +75,23 @@ def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]
 
 def producer_settings(target: ClusterConfig) -> dict[str, str]:
     return {**PRODUCER_DEFAULTS, **target.producer_config()}
+
+
+def transactional_settings(
+    settings: Mapping[str, str], transactional_id: str, transaction_timeout_ms: int
+) -> dict[str, str]:
+    """A transactional producer's `settings`: its id and transaction timeout, and a message
+    timeout within the transaction's (librdkafka refuses one above it, and 0, never, would
+    let a commit wait for ever where the transaction is aborted and retried instead)."""
+    timeout = int(settings.get("message.timeout.ms", transaction_timeout_ms))
+    if timeout <= 0 or timeout > transaction_timeout_ms:
+        timeout = transaction_timeout_ms
+    return {
+        **settings,
+        "transactional.id": transactional_id,
+        "transaction.timeout.ms": str(transaction_timeout_ms),
+        "message.timeout.ms": str(timeout),
+    }
 
 
 def flow_group(flow: FlowConfig) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
+from ferry.engine.copy.ack_wait import GaveUp
 from ferry.engine.copy.types import CopyContext, CopyRange
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import UNREACHABLE_CODES
@@ -21,6 +22,8 @@ __all__ = [
     "retry_later",
     "size_error",
     "stall_error",
+    "unacknowledged_error",
+    "unacknowledged_text",
 ]
 
 _RERUN = "see the error above; rerun once it is fixed"
@@ -150,6 +153,25 @@ def stall_error(active: int, example_topic: str, ctx: CopyContext) -> KafkaUnava
         ctx.source_bootstrap,
         f"no data for {active} partition(s) in {ctx.stall_timeout:.0f}s "
         f"(e.g. {example_topic}); retrying",
+    )
+
+
+def unacknowledged_error(gave_up: GaveUp, ctx: CopyContext) -> KafkaUnavailableError:
+    """The target acknowledged none of the batch's outstanding copies for too long, or ferry
+    run is stopping (engine/copy/ack_wait.py): they were dropped, the batch is not committed."""
+    return KafkaUnavailableError(
+        ctx.target_alias,
+        ctx.target_bootstrap,
+        unacknowledged_text(gave_up, "nothing of this batch is committed"),
+        what="did not acknowledge copies",
+    )
+
+
+def unacknowledged_text(gave_up: GaveUp, outcome: str) -> str:
+    why = "ferry run is stopping and " if gave_up.stopping else ""
+    return (
+        f"{why}{gave_up.outstanding} copies got no acknowledgement in {gave_up.seconds:.0f} s; "
+        f"{outcome}, the batch is copied again from the last committed position, in order"
     )
 
 

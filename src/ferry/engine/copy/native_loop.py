@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from ferry.engine.copy.ack_wait import ACK_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, GaveUp
 from ferry.engine.copy.deliveries import LATENCY_SAMPLE_MASK
 from ferry.engine.copy.errors import (
     beyond_end_error,
@@ -26,6 +27,7 @@ from ferry.engine.copy.errors import (
     produce_error,
     size_error,
     stall_error,
+    unacknowledged_error,
 )
 from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import BUCKETS_MS, Histogram
@@ -138,6 +140,9 @@ def copy_bin_native(
         slice.seconds if slice is not None else 0.0,
         slice is not None and slice.continuing,
         slice is None or slice.settle,
+        ctx.stopping,
+        STOP_GRACE_SECONDS,
+        ACK_TIMEOUT_SECONDS,
     )
     if error is not None:
         raise _error_of(error, work, ctx)
@@ -180,6 +185,9 @@ def _error_of(error: tuple[Any, ...], work: list[CopyRange], ctx: CopyContext) -
         return delivery_error(r.remote_topic, r.partition, offset, err, extra, r.topic, ctx)
     if kind == "recreated" and r is not None:
         return beyond_end_error(r, offset, extra, ctx)
+    if kind in ("stopped", "unacknowledged"):
+        # extra: the copies outstanding; offset: milliseconds without an acknowledgement
+        return unacknowledged_error(GaveUp(extra, offset / 1000, kind == "stopped"), ctx)
     if kind == "stall":
         return stall_error(extra, topic, ctx)
     if kind == "consume":

@@ -12,15 +12,17 @@ trip, which matters most where the target is a datacenter away.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from ferry.config.model import ClusterConfig
+from ferry.engine.copy.ack_wait import GaveUp, flush_until_acknowledged
+from ferry.engine.copy.errors import unacknowledged_text
 from ferry.engine.copy.types import PartitionResult
-from ferry.errors import ReplicationError
+from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
@@ -50,8 +52,10 @@ def write_runs(
     source_alias: str,
     target: ClusterConfig,
     results: Sequence[PartitionResult],
+    stopping: Callable[[], bool] | None = None,
 ) -> None:
-    """Write the results' offset runs to `runs_topic` and wait for the target's ack."""
+    """Write the results' offset runs to `runs_topic` and wait for the target's ack (given
+    up only when `stopping`, engine/copy/ack_wait.py)."""
     records = [
         OffsetSyncRecord(source_alias, r.topic, r.partition, run) for r in results for run in r.runs
     ]
@@ -67,8 +71,9 @@ def write_runs(
         producer.produce(
             runs_topic, record.value_bytes(), record.key_bytes(), on_delivery=on_delivery
         )
-    while producer.flush(1.0) > 0:
-        pass
+    gave_up = flush_until_acknowledged(producer, stopping)
+    if gave_up is not None:
+        raise runs_unacknowledged(target, gave_up)
     if failures:
         raise ReplicationError(
             f"could not write {len(failures)} offset run(s): {failures[0]}.",
@@ -114,6 +119,16 @@ class _Pending:
             self.failures.append(f"{err.name()}: {err.str()}")
 
 
+def runs_unacknowledged(target: ClusterConfig, gave_up: GaveUp) -> KafkaUnavailableError:
+    """Offset runs (or copies) the target did not acknowledge (engine/copy/ack_wait.py)."""
+    return KafkaUnavailableError(
+        target.alias,
+        target.bootstrap_servers,
+        unacknowledged_text(gave_up, "the positions they carry are not committed"),
+        what="did not acknowledge copies",
+    )
+
+
 class LeaseCommitter:
     """A lease's commits after each slice, without waiting: the slice's runs are produced
     now, and its positions committed (asynchronously) at a later slice, once the target
@@ -128,10 +143,13 @@ class LeaseCommitter:
         source_alias: str,
         target: ClusterConfig,
         ids: Mapping[tuple[str, int], str] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> None:
         """`ids`: the source topic's id of each (remote topic, partition), committed beside
-        its position."""
+        its position. `stopping`: `finish` may give up waiting for the runs' acknowledgement
+        (engine/copy/ack_wait.py)."""
         self._ids = dict(ids or {})
+        self._stopping = stopping
         self._producer = producer
         self._progress = progress
         self._runs_topic = runs_topic
@@ -161,8 +179,9 @@ class LeaseCommitter:
         self._advance()
 
     def finish(self) -> None:
-        while self._producer.flush(1.0) > 0:
-            pass
+        gave_up = flush_until_acknowledged(self._producer, self._stopping)
+        if gave_up is not None:
+            raise runs_unacknowledged(self._target, gave_up)
         self._advance()
         # Every position again, synchronously: an asynchronous commit may have failed unseen.
         commit_positions(self._progress, self._target, self._ready, self._ids)

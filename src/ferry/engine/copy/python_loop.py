@@ -23,6 +23,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ferry.engine.copy.ack_wait import AckWait, flush_until_acknowledged
 from ferry.engine.copy.deliveries import LATENCY_SAMPLE_MASK, Chunk, DeliveryTracker
 from ferry.engine.copy.errors import (
     beyond_end_error,
@@ -31,6 +32,7 @@ from ferry.engine.copy.errors import (
     produce_error,
     size_error,
     stall_error,
+    unacknowledged_error,
 )
 from ferry.engine.copy.record_size import single_record_batch_size
 from ferry.engine.copy.schemas import RegistryUnavailableError
@@ -297,6 +299,7 @@ def _produce(
     """Produce one copy (value, key, timestamp, headers, upstream offset) with `callback`."""
     value, key, timestamp, headers, offset = copy
     metadata_wait: float | None = None
+    full: AckWait | None = None  # how long a full queue has not drained (a stop gives up)
     while True:
         try:
             producer.produce(
@@ -309,8 +312,14 @@ def _produce(
                 on_delivery=callback,
             )
             return
-        except BufferError:
-            producer.poll(0.05)  # the producer queue is full: let deliveries drain
+        except BufferError:  # the producer queue is full: let deliveries drain
+            full = full or AckWait(ctx.stopping)
+            producer.poll(0.05)
+            gave_up = full.gives_up(len(producer))
+            if gave_up is not None:
+                producer.purge()  # nothing of this batch is committed: copied again later
+                producer.flush(0)
+                raise unacknowledged_error(gave_up, ctx) from None
         except KafkaException as exc:  # per code: retries an unknown partition
             # A partition the planner added a moment ago: this cached producer's metadata
             # predates it. Refresh it and retry, for a bounded time.
@@ -395,8 +404,9 @@ def _next_messages(consumer: Any, wait: float = 0.1) -> list[Any]:
 
 def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
     """Wait until the target acknowledged (or refused) every record produced by this task."""
-    while producer.flush(1.0) > 0:
-        pass  # librdkafka gives up by itself after message.timeout.ms
+    gave_up = flush_until_acknowledged(producer, ctx.stopping)
+    if gave_up is not None:
+        raise unacknowledged_error(gave_up, ctx)
     if not tracker.errors:
         return
     remote_topic, partition, upstream, err = tracker.errors[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ferry.engine.copy.client_settings import transactional_settings
 from ferry.engine.copy.types import CopyContext
 
 __all__ = [
@@ -75,19 +76,13 @@ class TransactionalSettings:
     """librdkafka settings of the transactional producers of a flow's copy tasks."""
 
     def __init__(self, producer_settings: Mapping[str, str], ctx: CopyContext) -> None:
-        self._base = {
-            **producer_settings,
-            "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS),
-        }
-        # librdkafka refuses a message timeout above the transaction timeout.
-        timeout = int(self._base.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS))
-        self._base["message.timeout.ms"] = str(min(timeout, TRANSACTION_TIMEOUT_MS))
+        self._base = dict(producer_settings)
         self._ctx = ctx
 
     def for_task(self, task: str, parity: int = 0) -> dict[str, str]:
         ctx = self._ctx
         txn = task_transactional_id(ctx.source_alias, ctx.target_alias, task, parity)
-        return {**self._base, "transactional.id": txn}
+        return transactional_settings(self._base, txn, TRANSACTION_TIMEOUT_MS)
 
     def for_task_parities(self, task: str) -> list[dict[str, str]]:
         """Every producer's settings a task may use (both parities)."""

@@ -91,6 +91,9 @@ class CopyContext:
     # Where a task says something once (a partition held on a schema registry, and its end):
     # ferry run's console and events; None: nowhere.
     notice: Callable[[str], None] | None = None
+    # ferry run is stopping: a wait for the target's acknowledgements may give up
+    # (engine/copy/ack_wait.py); None: it never does.
+    stopping: Callable[[], bool] | None = None
 
 
 @dataclass

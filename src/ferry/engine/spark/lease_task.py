@@ -131,7 +131,9 @@ def copy_lease(
 
     remote = {(r.topic, r.partition): r.remote_topic for r in ranges}
     ids = {(r.remote_topic, r.partition): r.topic_id for r in ranges}
-    committer = LeaseCommitter(runs_producer, progress, runs_topic, flow.source, spec.target, ids)
+    committer = LeaseCommitter(
+        runs_producer, progress, runs_topic, flow.source, spec.target, ids, ctx.stopping
+    )
 
     def lease(copy_slice: Callable[..., list[PartitionResult]]) -> list[PartitionResult]:
         def commit(results: list[PartitionResult]) -> None:

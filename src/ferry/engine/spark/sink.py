@@ -110,6 +110,7 @@ class MirrorSink(DataSourceStreamWriter):
             target_cluster_id=first.target_cluster_id,
             translator=schema_translator(self.spec),
             notice=lambda line: print_notices(self.spec, [line]),
+            stopping=FlowState(self.spec.state_dir).stop_marker.exists,
         )
         ranges = [
             CopyRange(
@@ -276,4 +277,5 @@ class MirrorSink(DataSourceStreamWriter):
         flow = self.spec.flow
         topic = flow.replication_policy.offset_runs_topic(flow.source)
         producer, _tracker = worker_clients.producer_for(producer_settings(self.spec.target))
-        write_runs(producer, topic, flow.source, self.spec.target, results)
+        stopping = FlowState(self.spec.state_dir).stop_marker.exists
+        write_runs(producer, topic, flow.source, self.spec.target, results, stopping)

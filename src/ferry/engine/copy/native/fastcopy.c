@@ -150,6 +150,12 @@ typedef struct {
     int64_t deadline_ms; /* a lease's slice: stop consuming at this mono_ms() (0: at the ends) */
     int continuing;      /* the consumer is assigned at these positions already (a lease) */
     int settle;          /* a slice waits for the acks of its copies (else they carry over) */
+    /* ferry run is stopping: a Python callable (or NULL), asked at most once a second; a wait
+     * for acks then gives up after stop_grace_ms without one, else after ack_timeout_ms
+     * (engine/copy/ack_wait.py) */
+    PyObject *stopping;
+    int64_t stop_grace_ms, stop_asked_ms, ack_timeout_ms;
+    int stop_seen;
     const double *buckets;
     size_t n_buckets;
     int64_t sample_mask;
@@ -214,6 +220,47 @@ static void set_error(Job *job, const char *kind, long range, const char *topic,
     job->error_offset = offset;
     job->error_code = code;
     snprintf(job->error_reason, sizeof job->error_reason, "%s", reason ? reason : "");
+}
+
+/* Whether ferry run is stopping: the job's callable, asked with the GIL (this runs with it
+ * released) at most once a second. */
+static int stop_requested(Job *job) {
+    if (!job->stopping) return 0;
+    int64_t now = mono_ms();
+    if (job->stop_asked_ms && now - job->stop_asked_ms < 1000) return job->stop_seen;
+    job->stop_asked_ms = now;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *answer = PyObject_CallNoArgs(job->stopping);
+    job->stop_seen = answer != NULL && PyObject_IsTrue(answer) == 1;
+    Py_XDECREF(answer);
+    PyErr_Clear(); /* a stop that cannot be asked is no stop */
+    PyGILState_Release(gil);
+    return job->stop_seen;
+}
+
+/* AckWait of engine/copy/ack_wait.py: the copies are waited for while the target
+ * acknowledges some (message.timeout.ms = 0: librdkafka never gives one up, which would let
+ * later copies of its partition land first); the batch is given up whole when none was
+ * acknowledged for ack_timeout_ms, or for stop_grace_ms once ferry run is stopping. */
+typedef struct {
+    int64_t acked_at;   /* the last acknowledgement seen (or the first look) */
+    int64_t stopped_at; /* when the stop was first seen (0: not yet) */
+    int outstanding;    /* -1: not looked yet */
+} AckWait;
+
+/* 0: wait on; else the error kind ("stopped" or "unacknowledged") with `*silent_ms` set. */
+static const char *ack_wait_gives_up(Job *job, AckWait *wait, int outstanding,
+                                     int64_t *silent_ms) {
+    int64_t now = mono_ms();
+    if (wait->outstanding < 0 || outstanding < wait->outstanding) wait->acked_at = now;
+    wait->outstanding = outstanding;
+    *silent_ms = now - wait->acked_at;
+    if (stop_requested(job)) {
+        if (!wait->stopped_at) wait->stopped_at = now;
+        int64_t since = wait->acked_at > wait->stopped_at ? wait->acked_at : wait->stopped_at;
+        if (now - since >= job->stop_grace_ms) return "stopped";
+    }
+    return *silent_ms >= job->ack_timeout_ms ? "unacknowledged" : 0;
 }
 
 /* ---------------------------------------------------------------- the Copier object */
@@ -378,6 +425,7 @@ static ssize_t next_messages(Copier *self, Job *job, rd_kafka_message_t **msgs) 
 static int produce(Copier *self, Job *job, Range *r, rd_kafka_message_t *m,
                    rd_kafka_headers_t *hdrs, int64_t timestamp) {
     int64_t metadata_wait = 0;
+    AckWait full = {0, 0, -1}; /* a full queue that does not drain */
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
             self->producer, RD_KAFKA_V_RKT(r->remote_rkt), RD_KAFKA_V_PARTITION(r->partition),
@@ -391,7 +439,14 @@ static int produce(Copier *self, Job *job, Range *r, rd_kafka_message_t *m,
         }
         if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             rd_kafka_poll(self->producer, 50); /* let deliveries drain */
-            continue;
+            int outstanding = rd_kafka_outq_len(self->producer);
+            int64_t silent_ms;
+            const char *kind = ack_wait_gives_up(job, &full, outstanding, &silent_ms);
+            if (!kind) continue;
+            rd_kafka_headers_destroy(hdrs);
+            set_error(job, kind, r - job->ranges, r->topic, r->partition, silent_ms, err, "");
+            job->error_extra = outstanding;
+            return -1;
         }
         int64_t now = mono_ms();
         if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
@@ -619,9 +674,20 @@ static int run_copy(Copier *self, Job *job) {
         rd_kafka_flush(self->producer, 5000);
         goto done;
     }
-    /* Wait until the target acknowledged (or refused) every copy; librdkafka gives up by
-     * itself after message.timeout.ms. */
+    /* Wait until the target acknowledged (or refused) every copy, or give the batch up
+     * whole (ack_wait_gives_up): nothing of it is reported, its copies are purged. */
+    AckWait acks = {0, 0, -1};
     while (rd_kafka_flush(self->producer, 1000) == RD_KAFKA_RESP_ERR__TIMED_OUT) {
+        int outstanding = rd_kafka_outq_len(self->producer);
+        int64_t silent_ms;
+        const char *kind = ack_wait_gives_up(job, &acks, outstanding, &silent_ms);
+        if (!kind) continue;
+        set_error(job, kind, -1, "", 0, silent_ms, RD_KAFKA_RESP_ERR__TIMED_OUT, "");
+        job->error_extra = outstanding;
+        rd_kafka_purge(self->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(self->producer, 5000);
+        failed = 1;
+        goto done;
     }
     failed = report_ranges(job, 1);
 done:
@@ -811,12 +877,16 @@ static char *dup_str(PyObject *obj) {
 
 PyDoc_STRVAR(copy_doc,
              "copy(ranges, own_origin, unreachable, stall_timeout, buckets, sample_mask,\n"
-             "     slice_seconds=0, continuing=False, settle=True)\n"
+             "     slice_seconds=0, continuing=False, settle=True, stopping=None,\n"
+             "     stop_grace=5.0, ack_timeout=120.0)\n"
              "ranges: [(topic, partition, start, end, remote_topic, max_message_bytes,\n"
              "          origin_before, origin_after[, in_flight])]\n"
              "slice_seconds > 0: a lease's slice: stop consuming after that long and keep the\n"
              "assignment; continuing: the consumer is assigned already; settle: wait for the\n"
              "acks (else copies in flight carry over: give their count as in_flight next time).\n"
+             "A wait for acks gives the batch up after ack_timeout seconds without one\n"
+             "(error kind 'unacknowledged'), or after stop_grace seconds once the callable\n"
+             "stopping returns true ('stopped'); the error's offset: milliseconds without one.\n"
              "Returns (results, error): results per range (copied, skipped, bytes, expired,\n"
              "runs, (age counts, age sum), (latency counts, latency sum), position,\n"
              "in_flight), or error\n"
@@ -826,13 +896,19 @@ static PyObject *Copier_copy(Copier *self, PyObject *args) {
     PyObject *range_list, *unreachable_seq, *bucket_seq;
     const char *own_origin;
     Py_ssize_t own_origin_len;
-    double stall_timeout, slice_seconds = 0;
+    double stall_timeout, slice_seconds = 0, stop_grace = 5.0, ack_timeout = 120.0;
     long long sample_mask;
     int continuing = 0, settle = 1;
-    if (!PyArg_ParseTuple(args, "Oy#OdOL|dpp", &range_list, &own_origin, &own_origin_len,
+    PyObject *stopping = Py_None;
+    if (!PyArg_ParseTuple(args, "Oy#OdOL|dppOdd", &range_list, &own_origin, &own_origin_len,
                           &unreachable_seq, &stall_timeout, &bucket_seq, &sample_mask,
-                          &slice_seconds, &continuing, &settle))
+                          &slice_seconds, &continuing, &settle, &stopping, &stop_grace,
+                          &ack_timeout))
         return NULL;
+    if (stopping != Py_None && !PyCallable_Check(stopping)) {
+        PyErr_SetString(PyExc_TypeError, "stopping must be callable or None");
+        return NULL;
+    }
     if (!self->producer || !self->consumer) {
         PyErr_SetString(PyExc_RuntimeError, "this copier is closed");
         return NULL;
@@ -869,6 +945,9 @@ static PyObject *Copier_copy(Copier *self, PyObject *args) {
     job.deadline_ms = slice_seconds > 0 ? mono_ms() + (int64_t)(slice_seconds * 1000) : 0;
     job.continuing = continuing;
     job.settle = settle;
+    job.stopping = stopping == Py_None ? NULL : stopping; /* borrowed: args hold it */
+    job.stop_grace_ms = (int64_t)(stop_grace * 1000);
+    job.ack_timeout_ms = (int64_t)(ack_timeout * 1000);
     job.sample_mask = sample_mask;
     job.n = (size_t)PySequence_Fast_GET_SIZE(ranges_fast);
     job.ranges = calloc(job.n ? job.n : 1, sizeof(Range));
