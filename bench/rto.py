@@ -32,7 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from bench.harness import create_topic, ferry_command, ferry_env, local_clusters
@@ -94,7 +100,15 @@ def _commit_groups(a: str, expected: dict[str, list[tuple[str, int]]], per_parti
         chosen = random.Random(group)
         consumer = Consumer({"bootstrap.servers": a, "group.id": group})
         offsets = [TopicPartition(t, p, chosen.randint(1, per_partition)) for t, p in partitions]
-        consumer.commit(offsets=offsets, asynchronous=False)
+        deadline = time.monotonic() + 120
+        while True:  # a new cluster's group coordinators load their partitions first
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         consumer.close()
 
     with ThreadPoolExecutor(8) as pool:
@@ -126,7 +140,8 @@ def _delete_groups(b: str, groups: list[str]) -> None:
 
 def _phases(config_path: Path) -> dict[str, Any]:
     """The failover again, in this process, timed phase by phase."""
-    from ferry.cli.offsets_commands import _lift_protection, _recorded_control
+    from ferry.cli.failover_commands import _lift_protection
+    from ferry.cli.offsets_commands import recorded_control
     from ferry.config.loader import load_config
     from ferry.offsets.flow_failover import apply_flow_failover, plan_flow_failover
 
@@ -134,7 +149,7 @@ def _phases(config_path: Path) -> dict[str, Any]:
     began = time.monotonic()
     _lift_protection(cfg, "A", "B", None, True)
     lifted = time.monotonic()
-    control = _recorded_control(cfg, "A", "B")
+    control = recorded_control(cfg, "A", "B")
     read = time.monotonic()
     report = plan_flow_failover(cfg, "A->B", control=control)
     apply_flow_failover(cfg, report)
