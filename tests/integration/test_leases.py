@@ -90,6 +90,12 @@ def _copies_per_origin(bootstrap: str, topic: str, partitions: int) -> Counter[A
     return copies
 
 
+def _copied(bootstrap: str, topic: str) -> int:
+    """Records of a one-partition topic a read_committed consumer reads (its end offset counts
+    transaction markers too)."""
+    return sum(_copies_per_origin(bootstrap, topic, 1).values())
+
+
 class SteadyProducer:
     """Writes `per_tick` records to each partition every 20 ms until stopped."""
 
@@ -434,3 +440,60 @@ def test_a_once_run_starts_with_the_head_start_and_its_batches_resume_after_it(
     app.commit(offsets=[TopicPartition(topic_name, 0, 1500)], asynchronous=False)
     app.close()
     assert translate_offsets(group, "A", a, b) == {(remote, 0): 1500}
+
+
+@pytest.mark.processes
+def test_a_topic_deleted_while_ferry_is_down_does_not_hold_the_replayed_lease(
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, tmp_path: Path
+) -> None:
+    # SIGKILLed mid-lease, a run leaves its planned batch in Spark's checkpoint; the next run
+    # replays that batch first. When one of its topics was deleted meanwhile, the source
+    # answers that it does not exist: the lease copies the rest and the flow goes on (it used
+    # to take that answer for no answer and retry the batch for ever).
+    a, b = kafka_clusters["A"].bootstrap, kafka_clusters["B"].bootstrap
+    keep, doomed = f"{topic_name}-keep", f"{topic_name}-doomed"
+    for topic in (keep, doomed):
+        create_topic(a, topic, 1)
+        produce(a, topic, [Rec(0, None, b"v", (), 0) for _ in range(20)])
+    config = _config(
+        tmp_path,
+        kafka_clusters,
+        f"{topic_name}-.*",
+        **{"exactly.once.source.support": "enabled", "ferry.lease.seconds": 3600},
+    )
+    ferry = [sys.executable, "-m", "ferry", "run", "-c", str(config)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "ferry.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(ferry, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_for(
+                lambda: _copied(b, f"A.{keep}") == 20 and _copied(b, f"A.{doomed}") == 20,
+                180,
+                "both topics copied",
+            )
+        finally:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            proc.wait(30)
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics([doomed])[doomed].result(30)
+    wait_for(lambda: doomed not in admin.list_topics(timeout=10).topics, 60, f"{doomed} deleted")
+    with log.open("a") as out:
+        proc = subprocess.Popen(ferry, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            said = f"topic(s) {doomed} no longer exist on A: not copied by this lease"
+            wait_for(lambda: said in log.read_text(), 180, "the replayed lease dropping it")
+            produce(a, keep, [Rec(0, None, b"after", (), 0) for _ in range(10)])
+            wait_for(lambda: _copied(b, f"A.{keep}") == 30, 120, f"{keep} copied on")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    child.kill()
+                proc.kill()
+    assert _copies_per_origin(b, f"A.{keep}", 1) == Counter({(0, o): 1 for o in range(30)})
+    assert f"could not read the id of topic {doomed}" not in log.read_text()

@@ -20,18 +20,26 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
 from ferry.kafka.admin_batches import MAX_TOPICS_PER_METADATA_REQUEST, batches
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["changed_partitions", "ends_in_new_topics", "source_topic_ids"]
+__all__ = [
+    "SourceTopics",
+    "changed_partitions",
+    "describe_source_topics",
+    "ends_in_new_topics",
+    "source_topic_ids",
+]
 
 TP = tuple[str, int]
+_UNKNOWN_TOPIC = KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def changed_partitions(
@@ -71,9 +79,27 @@ def ends_in_new_topics(
     return moved
 
 
+@dataclass(frozen=True)
+class SourceTopics:
+    """What the source said of some topics: their ids (as text), and those it says do not
+    exist (UNKNOWN_TOPIC_OR_PART: deleted since they were planned). A topic in neither did not
+    get an answer in time, or may not be described."""
+
+    ids: dict[str, str]
+    gone: frozenset[str]
+
+
 def source_topic_ids(admin: AdminClient, topics: Iterable[str], timeout: float) -> dict[str, str]:
     """Each topic's id as `admin`'s cluster says, as text; a topic it does not describe (gone,
-    not allowed, no answer in time) is left out: its id is not known.
+    not allowed, no answer in time) is left out: its id is not known (`describe_source_topics`
+    says which are gone)."""
+    return describe_source_topics(admin, topics, timeout).ids
+
+
+def describe_source_topics(
+    admin: AdminClient, topics: Iterable[str], timeout: float
+) -> SourceTopics:
+    """The topics' ids, and which of them the source says do not exist.
 
     librdkafka sends DescribeTopics to the broker its metadata last named as controller (in
     KRaft, any live broker the last metadata answer picked). When that broker has gone down
@@ -82,17 +108,22 @@ def source_topic_ids(admin: AdminClient, topics: Iterable[str], timeout: float) 
     time, the metadata is read again and what was not described is asked once more."""
     deadline = time.monotonic() + timeout
     wanted = sorted(topics)
-    ids = _describe(admin, wanted, timeout / 2)
-    missing = [t for t in wanted if t not in ids]
+    ids, gone = _describe(admin, wanted, timeout / 2)
+    missing = [t for t in wanted if t not in ids and t not in gone]
     if missing and time.monotonic() < deadline:
         with contextlib.suppress(KafkaException):  # the retry below says what it can
             admin.list_topics(timeout=max(0.1, (deadline - time.monotonic()) / 2))
-        ids.update(_describe(admin, missing, max(0.1, deadline - time.monotonic())))
-    return ids
+        more, more_gone = _describe(admin, missing, max(0.1, deadline - time.monotonic()))
+        ids.update(more)
+        gone |= more_gone
+    return SourceTopics(ids, frozenset(gone))
 
 
-def _describe(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, str]:
+def _describe(
+    admin: AdminClient, topics: list[str], timeout: float
+) -> tuple[dict[str, str], set[str]]:
     ids: dict[str, str] = {}
+    gone: set[str] = set()
     for batch in batches(topics, MAX_TOPICS_PER_METADATA_REQUEST):
         try:
             futures = admin.describe_topics(TopicCollection(batch), request_timeout=timeout)
@@ -101,8 +132,13 @@ def _describe(admin: AdminClient, topics: list[str], timeout: float) -> dict[str
         for name, future in futures.items():
             try:
                 description = future.result(timeout)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() == _UNKNOWN_TOPIC:
+                    gone.add(name)
+                continue
             except Exception:
                 continue
             if description.topic_id is not None:
                 ids[name] = str(description.topic_id)
-    return ids
+    return ids, gone

@@ -28,7 +28,7 @@ from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
 from ferry.engine.flow_state import FlowState, partition_entry
 from ferry.engine.lease_signals import LeaseSignals
-from ferry.engine.plan.topic_ids import source_topic_ids
+from ferry.engine.plan.topic_ids import describe_source_topics
 from ferry.engine.spark.task_support import (
     dropping_clients_on_failure,
     print_notices,
@@ -63,9 +63,16 @@ def copy_lease(
     # The topics' ids now, not the plan's: where the position is read, they tell a topic
     # deleted and created again since the plan from the one ferry's position is in.
     admin = worker_clients.admin_for(spec.source.admin_config())
-    ranges = with_source_ids(
-        ranges, source_topic_ids(admin, {r.topic for r in ranges}, timeout=ID_TIMEOUT_SECONDS)
-    )
+    described = describe_source_topics(admin, {r.topic for r in ranges}, timeout=ID_TIMEOUT_SECONDS)
+    if described.gone:
+        # Deleted since the plan (or the batch Spark replays after a restart names them):
+        # nothing to copy, and their positions could never be verified. The next plan no
+        # longer has them; a topic created again under the name is planned by its new id.
+        print_notices(spec, [gone_notice(spec, sorted(described.gone))])
+        ranges = [r for r in ranges if r.topic not in described.gone]
+        if not ranges:
+            return [], "python"
+    ranges = with_source_ids(ranges, described.ids)
     driver = (
         LeaseSignals(spec.signals_url, spec.signals_token, flow.name) if spec.signals_url else None
     )
@@ -163,6 +170,14 @@ def copy_lease(
     )
     consumer.unassign()
     return results, "python"
+
+
+def gone_notice(spec: FlowSpec, topics: list[str]) -> str:
+    named = ", ".join(topics[:5]) + (f" and {len(topics) - 5} more" if len(topics) > 5 else "")
+    return (
+        f"topic(s) {named} no longer exist on {spec.source.alias}: not copied by this lease "
+        "(their positions on the target are kept)"
+    )
 
 
 def _live_writer(
