@@ -31,6 +31,7 @@ __all__ = [
     "STOP_GRACE_SECONDS",
     "AckWait",
     "GaveUp",
+    "drop_outstanding",
     "flush_until_acknowledged",
 ]
 
@@ -98,10 +99,16 @@ def flush_until_acknowledged(
     while (outstanding := int(producer.flush(1.0))) > 0:
         gave_up = wait.gives_up(outstanding)
         if gave_up is not None:
-            producer.purge()  # their delivery reports say _PURGE_*
-            producer.flush(0)
+            drop_outstanding(producer)
             return gave_up
     return None
+
+
+def drop_outstanding(producer: Any) -> None:
+    """Purge the copies `producer` holds, queued or in flight, and serve their delivery
+    reports (_PURGE_*): nothing of them may be committed."""
+    producer.purge()
+    producer.flush(0)
 
 
 def _never() -> bool:

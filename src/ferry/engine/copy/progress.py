@@ -55,7 +55,7 @@ def write_runs(
     stopping: Callable[[], bool] | None = None,
 ) -> None:
     """Write the results' offset runs to `runs_topic` and wait for the target's ack (given
-    up only when `stopping`, engine/copy/ack_wait.py)."""
+    up as engine/copy/ack_wait.py says, sooner once `stopping`)."""
     records = [
         OffsetSyncRecord(source_alias, r.topic, r.partition, run) for r in results for run in r.runs
     ]

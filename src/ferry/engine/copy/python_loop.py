@@ -23,7 +23,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ferry.engine.copy.ack_wait import AckWait, flush_until_acknowledged
+from ferry.engine.copy.ack_wait import AckWait, drop_outstanding, flush_until_acknowledged
 from ferry.engine.copy.deliveries import LATENCY_SAMPLE_MASK, Chunk, DeliveryTracker
 from ferry.engine.copy.errors import (
     beyond_end_error,
@@ -317,8 +317,7 @@ def _produce(
             producer.poll(0.05)
             gave_up = full.gives_up(len(producer))
             if gave_up is not None:
-                producer.purge()  # nothing of this batch is committed: copied again later
-                producer.flush(0)
+                drop_outstanding(producer)  # nothing of this batch is committed
                 raise unacknowledged_error(gave_up, ctx) from None
         except KafkaException as exc:  # per code: retries an unknown partition
             # A partition the planner added a moment ago: this cached producer's metadata
