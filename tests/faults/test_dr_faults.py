@@ -623,7 +623,7 @@ class TestSwitchover:
         flow.assert_fence_holds(a_ends)
         flow.assert_group_exact(written.position)
         verdict = flow.judged(written.acknowledged, written.indefinite)
-        record(case.name, {"exactly-once": verdict}, {"exactly-once": switched})
+        record(case.name, {"exactly-once": verdict}, {"exactly-once": switched}, not_on_source={})
         assert_exact({"exactly-once": verdict})
 
         again = flow.switchover()
@@ -661,5 +661,5 @@ class TestSwitchover:
         assert ends(flow.a, flow.topic) == a_ends, f"{flow.topic} on A written after the fence"
         flow.assert_group_exact(position)
         verdict = flow.judged(merged(written.acknowledged, later), written.indefinite)
-        record(case.name, {"exactly-once": verdict}, {"exactly-once": switched})
+        record(case.name, {"exactly-once": verdict}, {"exactly-once": switched}, not_on_source={})
         assert_exact({"exactly-once": verdict})

@@ -4,6 +4,7 @@ rehearse a failure, checked against the processes and the brokers' own answers."
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from pathlib import Path
 
@@ -99,3 +100,26 @@ def test_a_source_behind_a_slow_link_is_measured_and_read_as_across_a_wan(
         assert restored.returncode == 0, restored.stderr
     assert far is not None and far >= 60, f"a 30 ms each-way link measured {far} ms"
     assert wan_consumer_settings(far, {}) == WAN_CONSUMER
+
+
+def test_acl_requests_answered_with_the_drawn_controller_killed(
+    fault_dir: Path, fault_clusters: dict[str, LocalCluster]
+) -> None:
+    """librdkafka sends ACL requests to the node its metadata named as controller and waits
+    for that node alone; with it killed, ferry's ACL client (a switchover's fence, the
+    protection a failover lifts) asks again with fresh metadata: the two live nodes answer."""
+    from ferry.config.model import ClusterConfig
+    from ferry.kafka.topic_acls import TopicAcls
+
+    directory = fault_dir / "clusters"
+    b = local.read_state(directory)["B"]
+    acls = TopicAcls(ClusterConfig(alias="B", bootstrap_servers=b.bootstrap), timeout=15)
+    drawn = acls.admin.list_topics(timeout=10).controller_id
+    local.kill_node(directory, "B", drawn, signal.SIGKILL)
+    try:
+        # The suite's clusters have no authorizer: the probe ACL refused with
+        # SECURITY_DISABLED is a live node's answer (asked once: KafkaUnavailableError,
+        # "Failed while waiting for controller", as `ferry failover flow` said).
+        assert acls.has_authorizer() is False
+    finally:
+        local.start_node(directory, "B", drawn)

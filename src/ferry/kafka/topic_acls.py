@@ -12,7 +12,7 @@ authorizer is told apart (NoAuthorizer): there is nothing to fence with, and the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -29,6 +29,7 @@ from ferry.config.model import ClusterConfig
 from ferry.errors import FerryError
 from ferry.flows.switchover import AclEntry
 from ferry.kafka import clients
+from ferry.kafka.controller import ControllerRequests
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 
 __all__ = [
@@ -80,16 +81,22 @@ class TopicAcls:
         self.cluster = cluster
         self._timeout = timeout
         self._purpose = purpose
-        self._admin = clients.admin_client(cluster.admin_config())
+        # ACL requests go to the controller: asked again if the one librdkafka drew is down.
+        self._requests = ControllerRequests(clients.admin_client(cluster.admin_config()), timeout)
 
     @property
     def admin(self) -> Any:
         """The cluster's admin client, for the caller's other reads of it."""
-        return self._admin
+        return self._requests.client
 
-    def _wait(self, future: Any, action: str) -> Any:
+    def _wait(self, request: Callable[[Any], Iterable[Any]], action: str) -> list[Any]:
+        """The results of the futures `request(admin client)` returns, each in turn."""
+
+        def answers(admin: Any) -> list[Any]:
+            return [future.result(self._timeout + 5) for future in request(admin)]
+
         try:
-            return future.result(self._timeout + 5)
+            return self._requests.ask(answers)
         except (KafkaException, TimeoutError) as exc:
             error = kafka_error_of(exc)
             if means_no_authorizer(error):
@@ -104,7 +111,10 @@ class TopicAcls:
 
     def entries(self) -> list[AclEntry]:
         """Every topic ACL; raises NoAuthorizer without an authorizer."""
-        future = self._admin.describe_acls(_EVERY_TOPIC_ACL, request_timeout=self._timeout)
+        (found,) = self._wait(
+            lambda admin: [admin.describe_acls(_EVERY_TOPIC_ACL, request_timeout=self._timeout)],
+            "read its ACLs",
+        )
         return [
             AclEntry(
                 b.resource_pattern_type.name,
@@ -113,7 +123,7 @@ class TopicAcls:
                 b.operation.name,
                 b.permission_type.name,
             )
-            for b in self._wait(future, "read its ACLs")
+            for b in found
         ]
 
     def has_authorizer(self, *, probe: bool = True) -> bool:
@@ -133,18 +143,20 @@ class TopicAcls:
     def create(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
         bindings = [_write_acl(AclBinding, t, principal, permission) for t, principal in acls]
         if bindings:
-            futures = self._admin.create_acls(bindings, request_timeout=self._timeout)
-            for future in futures.values():
-                self._wait(future, "create ACLs")
+            self._wait(
+                lambda admin: admin.create_acls(bindings, request_timeout=self._timeout).values(),
+                "create ACLs",
+            )
 
     def delete(self, acls: Iterable[tuple[str, str]], permission: str) -> None:
         filters = [
             _write_acl(AclBindingFilter, topic, principal, permission) for topic, principal in acls
         ]
         if filters:
-            futures = self._admin.delete_acls(filters, request_timeout=self._timeout)
-            for future in futures.values():
-                self._wait(future, "delete ACLs")
+            self._wait(
+                lambda admin: admin.delete_acls(filters, request_timeout=self._timeout).values(),
+                "delete ACLs",
+            )
 
     def literal_writes(self, permission: str) -> set[tuple[str, str]]:
         """(topic, principal) of each literal WRITE ACL with `permission` on any host."""

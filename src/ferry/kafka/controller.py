@@ -1,0 +1,58 @@
+"""Admin requests librdkafka sends to the cluster's controller (ACLs, topic creation, configs),
+asked again with fresh metadata when the broker it took for the controller is down.
+
+librdkafka sends those requests to the broker its last metadata named as controller. A KRaft
+broker names a random live broker there, and a node killed a moment ago stays in that draw
+until its session with the quorum expires (`broker.session.timeout.ms`, 9 s by default). A
+client that drew the dead node waits for it until the request times out ("Failed while
+waiting for controller") and never asks the cluster again, though two of three nodes answer
+(`engine/plan/topic_ids.py` meets the same with DescribeTopics). `ControllerRequests` then
+reads the metadata again, which both tells whether the cluster answers at all and names a
+controller again (by then the dead node's session has expired), and asks once more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ferry.kafka.errors import kafka_error_of
+
+__all__ = ["ControllerRequests", "waited_for_controller"]
+
+T = TypeVar("T")
+
+
+def waited_for_controller(exc: BaseException) -> bool:
+    """The request timed out before librdkafka reached the broker it takes for the
+    controller (it never reached the cluster with it)."""
+    error = kafka_error_of(exc)
+    return (
+        error is not None
+        and error.code() == KafkaError._TIMED_OUT
+        and "waiting for controller" in error.str()
+    )
+
+
+class ControllerRequests:
+    """Requests to a cluster's controller through one admin client (`client`)."""
+
+    def __init__(self, client: Any, timeout: float) -> None:
+        self.client = client
+        self._timeout = timeout
+
+    def ask(self, request: Callable[[Any], T]) -> T:
+        """`request(client)`; when it timed out waiting for the controller, once more after
+        the metadata is read again, if the cluster answers that (else the first error)."""
+        try:
+            return request(self.client)
+        except (KafkaException, TimeoutError) as exc:
+            if not waited_for_controller(exc):
+                raise
+            try:
+                self.client.list_topics(timeout=self._timeout)
+            except KafkaException:
+                raise exc from None
+        return request(self.client)
