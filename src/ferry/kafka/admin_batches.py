@@ -20,6 +20,7 @@ __all__ = [
     "MAX_ACLS_PER_REQUEST",
     "MAX_CONFIG_RESOURCES_PER_REQUEST",
     "MAX_OFFSETS_PARTITIONS_PER_REQUEST",
+    "MAX_PARTITIONS_PER_COMMITTED_READ",
     "MAX_PARTITIONS_PER_CREATE",
     "MAX_RECORDS_PER_CONTROLLER_REQUEST",
     "MAX_TOPICS_PER_METADATA_REQUEST",
@@ -50,6 +51,11 @@ MAX_CONFIG_RESOURCES_PER_REQUEST = 1_000  # DescribeConfigs, IncrementalAlterCon
 MAX_ACLS_PER_REQUEST = 1_000  # CreateAcls (also under the controller's record limit)
 MAX_OFFSETS_PARTITIONS_PER_REQUEST = 5_000  # ListOffsets, OffsetFetch, offsets_for_times
 MAX_TOPICS_PER_METADATA_REQUEST = 1_000  # DescribeTopics
+# A consumer's committed offsets (OffsetFetch through `Consumer.committed`): the client's CPU
+# grows with the square of the partitions asked in one call (measured here, 1,000 groups' worth
+# against 10,000 partitions: 422 ms of CPU a call for all 10,000 at once, 34 ms in calls of
+# 500, 55 ms of 1,000; below 500 the round trips cost more than they save).
+MAX_PARTITIONS_PER_COMMITTED_READ = 500
 
 
 def batches(

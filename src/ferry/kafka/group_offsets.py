@@ -14,15 +14,17 @@ slice would keep a stable read waiting); the last committed ones are returned.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import time
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from ferry.config.model import ClusterConfig
 from ferry.kafka import clients
+from ferry.kafka.admin_batches import MAX_PARTITIONS_PER_COMMITTED_READ, batches
 
-__all__ = ["GroupOffsetError", "read_group_offsets"]
+__all__ = ["GroupOffsetError", "committed_in_batches", "read_group_offsets"]
 
 TP = tuple[str, int]
 
@@ -73,7 +75,7 @@ def read_group_offsets(
         if not partitions:
             return {}
         request = [TopicPartition(t, p) for t, p in partitions]
-        answer = consumer.committed(request, timeout=timeout)
+        answer = committed_in_batches(consumer, request, timeout)
     finally:
         consumer.close()
     offsets: dict[TP, int] = {}
@@ -83,3 +85,16 @@ def read_group_offsets(
         if tp.offset >= 0:
             offsets[(tp.topic, tp.partition)] = int(tp.offset)
     return offsets
+
+
+def committed_in_batches(
+    consumer: Any, request: Sequence[TopicPartition], timeout: float
+) -> list[TopicPartition]:
+    """`consumer.committed(request)`, asked MAX_PARTITIONS_PER_COMMITTED_READ partitions at a
+    time (the client's cost of one call grows with the square of its partitions), all within
+    `timeout`; the answers in the request's order. Raises what `committed` raises."""
+    deadline = time.monotonic() + timeout
+    answer: list[TopicPartition] = []
+    for batch in batches(request, MAX_PARTITIONS_PER_COMMITTED_READ):
+        answer += consumer.committed(batch, timeout=max(0.1, deadline - time.monotonic()))
+    return answer

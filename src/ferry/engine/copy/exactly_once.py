@@ -55,6 +55,7 @@ from ferry.engine.copy.transactional import PARITIES, ProducerFor, resume_at
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
 from ferry.errors import KafkaUnavailableError, ReplicationError
 from ferry.kafka.errors import Endpoint, kafka_error_of, kafka_errors
+from ferry.kafka.group_offsets import committed_in_batches
 from ferry.kafka.offset_runs import OffsetSyncRecord
 
 __all__ = [
@@ -214,16 +215,16 @@ def committed_progress(
     request = [TopicPartition(r.remote_topic, r.partition) for r in work]
     target = Endpoint(ctx.target_alias, ctx.target_bootstrap)
     with kafka_errors(target, "read ferry's committed progress"):
-        answer = progress.committed(request, timeout=COMMIT_TIMEOUT_SECONDS)
-    failed = [tp for tp in answer if tp.error is not None]
+        answer = committed_in_batches(progress, request, COMMIT_TIMEOUT_SECONDS)
+    failed = [(tp, tp.error) for tp in answer if tp.error is not None]
     if failed:
         # Never read as "no position": that copies the partition again from its start.
-        tp = failed[0]
+        tp, error = failed[0]
         raise KafkaUnavailableError(
             ctx.target_alias,
             ctx.target_bootstrap,
             f"could not read ferry's committed progress of {tp.topic} partition "
-            f"{tp.partition}: {tp.error.name()}: {tp.error.str()}",
+            f"{tp.partition}: {error.name()}: {error.str()}",
         )
     return {(tp.topic, tp.partition): (tp.offset, topic_id_of(tp.metadata)) for tp in answer}
 

@@ -387,6 +387,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ferry.engine.copy import worker_clients
         from ferry.engine.copy.client_settings import progress_consumer_settings
         from ferry.engine.copy.progress import topic_id_of
+        from ferry.kafka.group_offsets import committed_in_batches
 
         source, policy = self.flow.source, self._topic_manager().policy
         remote = {t: policy.remote_topic(source, t) for t in topics}
@@ -396,7 +397,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             TopicPartition(remote[t], p) for t, n in sorted(topics.items()) for p in range(n)
         ]
         try:
-            answer = worker_clients.consumer_for(settings).committed(request, timeout=10)
+            answer = committed_in_batches(worker_clients.consumer_for(settings), request, 10)
         except KafkaException:
             worker_clients.evict(settings, {})
             return None
