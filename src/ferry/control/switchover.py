@@ -392,11 +392,15 @@ class _Switchover:
         ).refresh()
         on_source: dict[TP, set[RecordId]] = {}
         copied: dict[TP, list[RecordId]] = {}
+        source_ids = _IdReader(self.source, self.flow.source)
+        target_ids = _IdReader(self.target, None)
         try:
             for topic, partition, start, end in record.window:
+                if end <= start:
+                    continue  # nothing written in the window (writers stopped): nothing to read
                 ids = [
                     i
-                    for i in _read_ids(self.source, topic, partition, start, end, self.flow.source)
+                    for i in source_ids.read(topic, partition, start, end)
                     if i[0] != self.flow.target  # came from the target: the flow skips it
                 ]
                 on_source[(topic, partition)] = set(ids)
@@ -405,12 +409,14 @@ class _Switchover:
                 index = runs.index(topic, partition)
                 downstream = index.downstream(start).offset if len(index) else 0
                 remote = self.policy.remote_topic(self.flow.source, topic)
-                copies = _read_ids(self.target, remote, partition, downstream, None, None)
+                copies = target_ids.read(remote, partition, downstream, None)
                 copied[(topic, partition)] = [
                     c for c in copies if c in on_source[(topic, partition)]
                 ]
         finally:
             runs.close()
+            source_ids.close()
+            target_ids.close()
         return proof(record.window, on_source, copied)
 
     # --- helpers ------------------------------------------------------------------------------
@@ -427,26 +433,34 @@ def _topic(config: FerryConfig) -> tuple[str]:
     return (config.api.control_topic,)
 
 
-def _read_ids(
-    cluster: ClusterConfig,
-    topic: str,
-    partition: int,
-    start: int,
-    end: int | None,
-    alias: str | None,
-) -> list[RecordId]:
-    """Each record's id from `start` to `end` (None: the end now): its origin header's
-    (alias, topic, partition, offset), or, where it has none and `alias` is given, its own
-    place on that cluster. Records without either are left out."""
-    consumer = clients.consumer(
-        {
-            **cluster.consumer_config(),
-            "group.id": "ferry-switchover-proof",
-            "enable.partition.eof": True,
-        }
-    )
-    ids: list[RecordId] = []
-    try:
+class _IdReader:
+    """Records' ids, partition after partition, through one consumer of `cluster` (made on
+    the first read: a window of 10,000 partitions is 10,000 reads)."""
+
+    def __init__(self, cluster: ClusterConfig, alias: str | None) -> None:
+        self._cluster = cluster
+        self._alias = alias
+        self._consumer: Any = None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def read(self, topic: str, partition: int, start: int, end: int | None) -> list[RecordId]:
+        """Each record's id from `start` to `end` (None: the end now): its origin header's
+        (alias, topic, partition, offset), or, where it has none and the reader's `alias` is
+        given, its own place on that cluster. Records without either are left out."""
+        cluster = self._cluster
+        if self._consumer is None:
+            self._consumer = clients.consumer(
+                {
+                    **cluster.consumer_config(),
+                    "group.id": "ferry-switchover-proof",
+                    "enable.partition.eof": True,
+                }
+            )
+        consumer = self._consumer
+        ids: list[RecordId] = []
         tp = TopicPartition(topic, partition)
         with kafka_errors(cluster, f"read the ends of {topic} partition {partition}"):
             low, high = consumer.get_watermark_offsets(tp, timeout=15)
@@ -455,31 +469,34 @@ def _read_ids(
         if first >= stop:
             return ids
         consumer.assign([TopicPartition(topic, partition, first)])
-        idle = time.monotonic() + 30
-        while time.monotonic() < idle:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    break
-                raise FerryError(f"cluster {cluster.alias}: reading {topic}: {error}")
-            offset = int(message.offset() or 0)
-            if offset >= stop:
-                break
+        try:
             idle = time.monotonic() + 30
-            origin = dict(message.headers() or ()).get(ORIGIN_HEADER)
-            if isinstance(origin, bytes):
-                o = Origin.from_bytes(origin)
-                ids.append((o.alias, o.topic, o.partition, o.offset))
-            elif alias is not None:
-                ids.append((alias, topic, partition, offset))
-            if offset + 1 >= stop:
-                break
-    finally:
-        consumer.close()
-    return ids
+            while time.monotonic() < idle:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if (message.topic(), message.partition()) != (topic, partition):
+                    continue  # an earlier partition's, fetched before this assignment
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise FerryError(f"cluster {cluster.alias}: reading {topic}: {error}")
+                offset = int(message.offset() or 0)
+                if offset >= stop:
+                    break
+                idle = time.monotonic() + 30
+                origin = dict(message.headers() or ()).get(ORIGIN_HEADER)
+                if isinstance(origin, bytes):
+                    o = Origin.from_bytes(origin)
+                    ids.append((o.alias, o.topic, o.partition, o.offset))
+                elif self._alias is not None:
+                    ids.append((self._alias, topic, partition, offset))
+                if offset + 1 >= stop:
+                    break
+        finally:
+            consumer.unassign()
+        return ids
 
 
 def switchover(
