@@ -57,13 +57,22 @@ def ferry_env() -> dict[str, str]:
 
 
 @contextmanager
-def local_clusters(directory: Path, heap: str = "1g") -> Iterator[tuple[str, str]]:
-    """Two fresh single-broker clusters A and B, always stopped again (even if `up` failed)."""
+def local_clusters(
+    directory: Path, heap: str = "1g", aliases: tuple[str, ...] = ("A", "B")
+) -> Iterator[tuple[str, ...]]:
+    """Fresh single-broker clusters (A and B by default), their bootstraps in the aliases'
+    order; always stopped again (even if `up` failed)."""
     try:
         up = subprocess.run(
             [
                 *ferry_command(
-                    "local", "up", "--clusters", "A,B", "--dir", str(directory), "--json"
+                    "local",
+                    "up",
+                    "--clusters",
+                    ",".join(aliases),
+                    "--dir",
+                    str(directory),
+                    "--json",
                 ),
                 "--heap",
                 heap,
@@ -76,7 +85,7 @@ def local_clusters(directory: Path, heap: str = "1g") -> Iterator[tuple[str, str
         if up.returncode != 0:
             raise RuntimeError(f"ferry local up failed:\n{up.stderr[-3000:]}")
         bootstraps = json.loads(up.stdout)
-        yield bootstraps["A"], bootstraps["B"]
+        yield tuple(bootstraps[alias] for alias in aliases)
     finally:
         subprocess.run(
             ferry_command("local", "down", "--dir", str(directory)),

@@ -12,9 +12,11 @@ for the shapes of `--switchover-shapes` (default: 10x8), `ferry switchover --flo
 A's node killed, then `ferry failover flow A->B --json` timed as a command. Checks that
 every group has the offsets of each of its partitions on B afterwards and says how many
 moved. Then B's groups are deleted and the same failover runs again in this process, timed
-phase by phase (`FlowFailover.timings`). Results in bench/results/rto.{json,md}. MirrorMaker
-2 has no equivalent command (its users script RemoteClusterUtils per group), so there is no
-side-by-side figure here.
+phase by phase (`FlowFailover.timings`). MirrorMaker 2 has no failover command: with `--mm2`
+(the default) a third cluster C is started, MM2 copies A to C with A alive until its
+checkpoints name every group partition, and once A is lost its users' script
+(`bench/mm2_failover.py`: RemoteClusterUtils per group, then an admin commit) is timed on C.
+Results in bench/results/rto.{json,md}.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from bench import mm2_failover
 from bench.harness import create_topic, ferry_command, ferry_env, local_clusters
 from ferry.local import clusters as local
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS_PER_TOPIC = 100
+# MM2 copying 10,000 partitions and checkpointing 1,000 groups from its start.
+MM2_CHECKPOINTS_TIMEOUT = 1800.0
 
 
 def layout(partitions: int) -> list[tuple[str, int]]:
@@ -215,6 +220,18 @@ def _baseline(tree: Path, config: Path, b: str, groups: list[str]) -> dict[str, 
     }
 
 
+def _mm2_checkpoints(
+    directory: Path, a: str, c: str, expected: dict[str, list[tuple[str, int]]]
+) -> float:
+    """MM2 copying A to C until its checkpoints name every group partition (A alive); the
+    seconds that took, from MM2's start. MM2 is stopped after."""
+    mm2 = mm2_failover.start(directory / "mm2", a, c, "orders.*", "app-.*")
+    try:
+        return mm2_failover.await_checkpoints(c, expected, mm2, timeout=MM2_CHECKPOINTS_TIMEOUT)
+    finally:
+        mm2.stop()
+
+
 def run_shape(
     groups: int,
     partitions: int,
@@ -222,13 +239,16 @@ def run_shape(
     heap: str,
     switchover: bool,
     baseline: Path | None = None,
+    mm2: bool = True,
 ) -> dict[str, Any]:
     topics = layout(partitions)
     records = max(records, 10 * partitions)
     expected = _expected(groups, topics)
+    aliases = ("A", "B", "C") if mm2 else ("A", "B")
     with tempfile.TemporaryDirectory(prefix="ferry-bench-rto-") as tmp:
         directory = Path(tmp)
-        with local_clusters(directory, heap) as (a, b):
+        with local_clusters(directory, heap, aliases) as bootstraps:
+            a, b = bootstraps[:2]
             for topic, count in topics:
                 create_topic(a, topic, count)
             producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
@@ -254,6 +274,7 @@ def run_shape(
             if once.returncode != 0:
                 raise RuntimeError(f"ferry run --once failed:\n{once.stderr[-3000:]}")
             switched = _switchover(config, b, list(expected)) if switchover else None
+            mm2_seconds = _mm2_checkpoints(directory, a, bootstraps[2], expected) if mm2 else None
             local.kill_node(directory, "A", 1, signal.SIGKILL)  # the datacenter is lost
             began = time.monotonic()
             failover = subprocess.run(
@@ -267,6 +288,13 @@ def run_shape(
             report = json.loads(failover.stdout) if failover.stdout.strip() else {}
             statuses = [g["status"] for g in report.get("groups", [])]
             some, every = _groups_with_offsets(b, expected)
+            mirrored = None
+            if mm2:
+                c = bootstraps[2]
+                mirrored = mm2_failover.scripted_failover(c, list(expected), directory / "mm2")
+                mirrored["checkpoints_seconds"] = round(mm2_seconds or 0.0, 1)
+                on_c = _groups_with_offsets(c, expected)
+                mirrored["groups_with_offsets"], mirrored["groups_with_every_partition"] = on_c
             _delete_groups(b, list(expected))
             phases = _phases(config)
             compared = _baseline(baseline, config, b, list(expected)) if baseline else None
@@ -287,6 +315,7 @@ def run_shape(
                 "recovery_point": (report.get("recovery_point") or {}).get("kind"),
                 "phases": phases,
                 "switchover": switched,
+                "mm2": mirrored,
                 "baseline": compared,
                 "stderr": failover.stderr[-2000:] if failover.returncode else "",
             }
@@ -380,6 +409,36 @@ def write(rows: list[dict[str, Any]], note: str) -> None:
             + f" | {r['switchover']['groups_moved']} | {r['switchover']['exit_code']} |"
             for r in switched
         ]
+    mirrored = [r for r in rows if r.get("mm2")]
+    if mirrored:
+        lines += [
+            "",
+            "## MirrorMaker 2, scripted, in the same run",
+            "",
+            "MM2 has no failover command; its users script one: for each group "
+            "`RemoteClusterUtils.translateOffsets` on the target and an admin commit of what it "
+            "returns (`bench/java/Mm2Failover.java`, one group after another). MM2 copied A to "
+            "a cluster of its own, C, with A alive, until its checkpoints named every group "
+            "partition (checkpoints every second); then, A lost, the script ran on C. Command: "
+            "the JVM's start and the script's compile included; loop: the groups alone.",
+            "",
+            "| groups | partitions | MM2 until checkpointed (s) | script command (s) "
+            "| script loop (s) | groups moved | of them every partition | ferry failover (s) "
+            "| MM2 / ferry |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in mirrored:
+            m = r["mm2"]
+            ratio = (
+                f"{m['command_seconds'] / r['failover_seconds']:.1f}x"
+                if m.get("exit_code") == 0 and r["failover_seconds"]
+                else "failed"
+            )
+            lines.append(
+                f"| {r['groups']:,} | {r['partitions']:,} | {m['checkpoints_seconds']} "
+                f"| {m['command_seconds']} | {m['loop_seconds']} | {m['groups_moved']} "
+                f"| {m['groups_with_every_partition']} | {r['failover_seconds']} | {ratio} |"
+            )
     (RESULTS / "rto.md").write_text("\n".join(lines) + "\n")
 
 
@@ -405,6 +464,13 @@ def main() -> None:
         action="store_true",
         help="keep the shapes of the results file that this run does not measure",
     )
+    parser.add_argument(
+        "--mm2",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="MirrorMaker 2's scripted failover of the same groups, A to a cluster C, timed "
+        "in the same run",
+    )
     parser.add_argument("--out", type=Path, default=None, help="print only; results untouched")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
@@ -416,7 +482,9 @@ def main() -> None:
     for shape in args.shapes.split(","):
         groups, partitions = (int(n) for n in shape.split("x"))
         switchover = shape in switch.split(",")
-        row = run_shape(groups, partitions, args.records, args.heap, switchover, args.baseline)
+        row = run_shape(
+            groups, partitions, args.records, args.heap, switchover, args.baseline, args.mm2
+        )
         print(json.dumps(row), flush=True)
         rows.append(row)
         if args.out is None:  # after every shape: a run stopped later keeps those done
