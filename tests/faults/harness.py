@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ferry.kafka.log import quiet
 from ferry.kafka.provenance import ORIGIN_HEADER
@@ -260,6 +260,7 @@ def read_copies(bootstrap: str, topic: str, committed: bool = True) -> dict[int,
                     continue
                 raise AssertionError(f"reading {topic}: {msg.error()}")
             origin = dict(msg.headers() or [])[ORIGIN_HEADER]
+            assert isinstance(origin, bytes), f"{topic}: origin header {origin!r}"
             copies[msg.partition()].append(
                 Copy.from_origin(msg.key().decode(), origin, msg.offset())
             )
@@ -689,8 +690,13 @@ def active_controller(cluster: LocalCluster, timeout: float = 120.0) -> int | No
 def known_controller(cluster: LocalCluster, timeout: float = 300.0) -> int:
     """The quorum's leader, asked again until the tool answers within `timeout`."""
     found: list[int | None] = []
+
+    def known() -> bool:
+        found.append(active_controller(cluster))
+        return found[-1] is not None
+
     wait_for(
-        lambda: found.append(active_controller(cluster)) or found[-1] is not None,
+        known,
         timeout,
         f"the active controller of {cluster.alias} known",
     )

@@ -72,7 +72,7 @@ def test_active_controller_killed_on_each_side(case: FaultCase) -> None:
         controller = known_controller(case.clusters[side])
         case.kill(side, controller)
         wait_for(
-            lambda s=side, c=controller: active_controller(case.clusters[s]) not in (None, c),
+            lambda s=side, c=controller: active_controller(case.clusters[s]) not in (None, c),  # type: ignore[misc]
             300,
             f"a new active controller on {side}",
             poll=1.0,
@@ -91,7 +91,7 @@ def test_rolling_restart_of_both_clusters(case: FaultCase) -> None:
         for node in (1, 2, 3):
             case.kill(side, node, signal.SIGTERM)
             case.start(side, node)
-            wait_for(lambda s=side: case.under_replicated(s) == 0, 120, f"{side}'s ISR refilled")
+            wait_for(lambda s=side: case.under_replicated(s) == 0, 120, f"{side}'s ISR refilled")  # type: ignore[misc]
     case.await_copies(100)
     case.healed()
     assert_exact(case.finish())

@@ -155,7 +155,7 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> di
             assert time.monotonic() < deadline, f"group {group} read {read} of {count} records"
             for msg in consumer.consume(min(500, count - read), 1.0):
                 if msg.error() is None:
-                    position[msg.partition()] = msg.offset() + 1  # type: ignore[index,operator]
+                    position[msg.partition()] = msg.offset() + 1
                     read += 1
         consumer.commit(
             offsets=[TopicPartition(topic, p, o) for p, o in position.items()],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from ferry.kafka.log import quiet
 from ferry.local.cluster import LocalCluster

@@ -18,7 +18,6 @@ from ferry.kafka.log import quiet
 from tests.faults.harness import (
     PARTITIONS,
     FaultCase,
-    Tail,
     Traffic,
     assert_exact,
     create_topics,
@@ -59,7 +58,7 @@ def test_records_removed_before_they_were_copied_are_counted(case: FaultCase) ->
     case.link("A", "cut")  # ferry cannot read the source; the producers still write to it
     for traffic in case.traffic.values():
         goal = traffic.acked + 600
-        wait_for(lambda t=traffic, g=goal: t.acked >= g, 120, "600 more records on A")
+        wait_for(lambda t=traffic, g=goal: t.acked >= g, 120, "600 more records on A")  # type: ignore[misc]
     admin = AdminClient(quiet({"bootstrap.servers": case.clusters["A"].bootstrap}))
     removed: dict[Mode, dict[int, int]] = {}
     for mode in case.runs:
@@ -104,7 +103,7 @@ def test_source_topic_deleted_and_created_again(case: FaultCase, link_cut: bool)
     for mode, traffic in first.items():
         want = {i for recs in traffic.acknowledged.values() for _, i in recs}
         tail = case.tails[mode]
-        wait_for(lambda t=tail, w=want: t.unseen(w) == 0, 180, f"{mode}: first topic copied")
+        wait_for(lambda t=tail, w=want: t.unseen(w) == 0, 180, f"{mode}: first topic copied")  # type: ignore[misc]
     a = case.clusters["A"].bootstrap
     if link_cut:
         case.link("A", "cut")  # ferry's side only: the admin and the producers reach A
@@ -138,9 +137,9 @@ def test_source_topic_deleted_and_created_again(case: FaultCase, link_cut: bool)
     recovery = {}
     for mode in case.runs:
         want = {i for recs in second[mode].acknowledged.values() for _, i in recs}
-        tail: Tail = case.tails[mode]
+        tail = case.tails[mode]
         wait_for(
-            lambda t=tail, w=want: t.unseen(w) == 0,
+            lambda t=tail, w=want: t.unseen(w) == 0,  # type: ignore[misc]
             240,
             lambda m=mode, t=tail, w=want: (  # type: ignore[misc]
                 f"{m}: every record of the re-created {case.topic(m)} copied ({t.unseen(w)}"

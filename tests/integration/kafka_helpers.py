@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 # A timestamp for test records: recent enough that retention (7 days) never deletes them
 # while a test runs (records stamped years ago vanish at the broker's next retention check).
@@ -126,7 +126,7 @@ def read_offsets(
                     msg.partition(),
                     msg.key(),
                     msg.value(),
-                    tuple(msg.headers() or ()),
+                    tuple(msg.headers() or ()),  # type: ignore[arg-type]  # bytes values
                     msg.timestamp()[1],
                 )
                 out[msg.partition()].append((msg.offset(), rec))
