@@ -8,6 +8,13 @@ a cluster of its own, C: on B its remote topics and checkpoints would be ferry's
 the checkpoints' pace (emitted every second, the groups and topics looked for every 5 s, no
 offset sync to C's groups: the script commits them) until its checkpoints on C name every
 partition of every group; then it is stopped, and once A is lost the script is timed.
+
+Its remote topics are created on C first, one topic a request, as an MM2 user must by hand
+at 100 topics of 100 partitions: MM2 (4.1) asks for all of them in one CreateTopics request,
+which a Kafka 4 controller refuses whole (`PolicyViolationException: Unable to perform
+excessively large batch operation`, over 10,000 metadata records), and MM2 asks again, the
+same way, at every topic refresh, copying nothing meanwhile. `refused_creations` counts those
+refusals in MM2's log.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import java_tools
-from bench.harness import MeasuredProcess
+from bench.harness import MeasuredProcess, create_topic
 from ferry.kafka.mm2_records import Checkpoint
 
 SCRIPT = Path(__file__).resolve().parent / "java" / "Mm2Failover.java"
@@ -60,7 +67,19 @@ def settings(a: str, c: str, topics: str, groups: str) -> dict[str, str]:
     }
 
 
-def start(directory: Path, a: str, c: str, topics: str, groups: str) -> MeasuredProcess:
+def refused_creations(directory: Path) -> int:
+    """MM2's remote topic creations the target refused (its log's warnings)."""
+    log = directory / "mm2.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text.count("WARN Could not create topic")
+
+
+def start(
+    directory: Path, a: str, c: str, topics: str, groups: str, remote: list[tuple[str, int]]
+) -> MeasuredProcess:
+    """MM2 copying `topics` from A to C, its `remote` topics (name, partitions) created first."""
+    for topic, partitions in remote:
+        create_topic(c, topic, partitions)
     directory.mkdir(parents=True, exist_ok=True)
     properties = java_tools.write_properties(
         directory / "mm2.properties", settings(a, c, topics, groups)
