@@ -241,6 +241,17 @@ def mm2_properties(
         # for a disabled flow.
         "B->A.emit.heartbeats.enabled": "false",
         "tasks.max": str(tasks),
+        **mm2_run_storage(run_id, "B"),
+    }
+    settings.update({f"B.producer.{k}": v for k, v in producer_settings().items()})
+    settings.update({f"A.consumer.{k}": v for k, v in consumer_settings().items()})
+    return settings
+
+
+def mm2_run_storage(run_id: str, target: str) -> dict[str, str]:
+    """Single-node replication factors, and Connect's internal topics and group new for run
+    `run_id` (on cluster `target`), so no run resumes from another's offsets or configs."""
+    return {
         "replication.factor": "1",
         "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
@@ -251,11 +262,8 @@ def mm2_properties(
         "offset.storage.topic": f"mm2-offsets-{run_id}.internal",
         "config.storage.topic": f"mm2-configs-{run_id}.internal",
         "status.storage.topic": f"mm2-status-{run_id}.internal",
-        "B.group.id": f"mm2-{run_id}",
+        f"{target}.group.id": f"mm2-{run_id}",
     }
-    settings.update({f"B.producer.{k}": v for k, v in producer_settings().items()})
-    settings.update({f"A.consumer.{k}": v for k, v in consumer_settings().items()})
-    return settings
 
 
 def mm2_internal_topics(run_id: str) -> list[str]:

@@ -53,17 +53,7 @@ def settings(a: str, c: str, topics: str, groups: str) -> dict[str, str]:
         "refresh.groups.interval.seconds": "5",
         "refresh.topics.interval.seconds": "5",
         "sync.group.offsets.enabled": "false",
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
-        "offset.storage.topic": f"mm2-offsets-{run_id}.internal",
-        "config.storage.topic": f"mm2-configs-{run_id}.internal",
-        "status.storage.topic": f"mm2-status-{run_id}.internal",
-        "C.group.id": f"mm2-{run_id}",
+        **java_tools.mm2_run_storage(run_id, "C"),
     }
 
 
