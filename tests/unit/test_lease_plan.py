@@ -25,6 +25,7 @@ from ferry.engine.plan.batches import TP
 from ferry.engine.plan.leases import lags, lease_rows, lease_weights, read_counters
 from ferry.engine.plan.remote_topics import RemoteTopic
 from ferry.engine.spark.source import RANGE_FIELDS, Planner
+from ferry.kafka.admin_batches import MAX_PARTITIONS_PER_COMMITTED_READ
 from ferry.policy import policy_for
 from tests.unit.fake_kafka import TopicIdAdmin
 
@@ -140,6 +141,12 @@ class CountingManager:
         return {(t, p): 100 + p for t, n in topics.items() for p in range(n)}
 
 
+# Every partition's position asked once, in the batches a committed-offsets read is split into.
+ONE_READ_OF_EVERY_PARTITION = [MAX_PARTITIONS_PER_COMMITTED_READ] * (
+    1000 // MAX_PARTITIONS_PER_COMMITTED_READ
+)
+
+
 class CountingConsumer:
     """Stands in for the flow's progress consumer on the target: positions, counted."""
 
@@ -209,7 +216,7 @@ def test_one_lease_plan_reads_each_cluster_once_and_the_counters_once(
         end, bins = _plan(reader, start)
         assert end == {"lease": lease, "topics": TOPICS}
         assert manager.end_reads == [("latest", 1000)]
-        assert consumer.reads == [1000]
+        assert consumer.reads == ONE_READ_OF_EVERY_PARTITION
         assert len(stats_reads) == 1
         assert sum(len(b.rows) for b in bins) == 1000
         start = end
@@ -246,7 +253,7 @@ def test_a_replayed_lease_reads_the_ends_and_positions_it_plans_with(
     consumer = CountingConsumer()
     _consumer(monkeypatch, consumer)
     bins = reader.partitions({"lease": 4, "topics": TOPICS}, {"lease": 5, "topics": TOPICS})
-    assert manager.end_reads == [("latest", 1000)] and consumer.reads == [1000]
+    assert manager.end_reads == [("latest", 1000)] and consumer.reads == ONE_READ_OF_EVERY_PARTITION
     log_ends = {(r[0], r[1]): r[8] for b in bins for r in b.rows}
     assert log_ends[("t003", 7)] == 107 and len(log_ends) == 1000
 
@@ -259,4 +266,4 @@ def test_whole_flow_plans_one_lease_without_spark(
     _consumer(monkeypatch, consumer)
     rows = reader.whole_flow()
     assert len(rows) == 1000 and {r[2:4] for r in rows} == {(EARLIEST, OPEN)}
-    assert manager.end_reads == [("latest", 1000)] and consumer.reads == [1000]
+    assert manager.end_reads == [("latest", 1000)] and consumer.reads == ONE_READ_OF_EVERY_PARTITION
