@@ -17,7 +17,9 @@ So a second run finds every group where the first left it: unchanged, nothing co
 
 Time: whether the source answers is decided once, before any group (`_listed`: a source whose
 every broker refuses the connection is given up after a second, one that does not answer at
-all after `timeout`); the checkpoints and offset runs are read once; then up to
+all after `timeout`); the checkpoints and offset runs are read once, and with the source
+answering, which partitions each group committed in there (its `__consumer_offsets`,
+kafka/offsets_log.py: each group is then asked for those alone, not every partition); then up to
 `CONCURRENT_GROUPS` groups are planned side by side (each group's state and offsets on the
 target are requests of their own, one group each, as Kafka's APIs take them), and as many
 committed side by side. The report keeps the groups in name order whatever order they
@@ -26,6 +28,7 @@ finished in. `FlowFailover.timings`: seconds per phase (not in the JSON).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -40,6 +43,7 @@ from ferry.config.model import ClusterConfig, FerryConfig, FlowConfig
 from ferry.errors import ConfigError, FerryError, KafkaUnavailableError
 from ferry.flows.override import FlowControl
 from ferry.kafka.errors import kafka_errors
+from ferry.kafka.offsets_log_reader import OffsetsLogIndex
 from ferry.offsets import recovery_point
 from ferry.offsets.failover import (
     FailoverPlan,
@@ -67,6 +71,7 @@ __all__ = [
     "select_groups",
 ]
 
+log = logging.getLogger(__name__)
 CONCURRENT_GROUPS = 16  # groups planned, or committed, side by side
 PROBE_SECONDS = 1.0  # a source refusing every connection this long is taken for lost
 EXIT_SKIPPED = 3  # every group looked at, some left where they were (reasons in the report)
@@ -258,11 +263,13 @@ def plan_flow_failover(
         chosen = select_groups(listed, group_filter(flow), pattern, own)
         # One client of the target for every group, its topics read once.
         target_admin = GroupAdmin(config.clusters[flow.target], timeout=timeout, cache_topics=True)
-        source_admin = (
-            GroupAdmin(config.clusters[flow.source], timeout=timeout, cache_topics=True)
-            if report.source == "cluster"
-            else None
-        )
+        source_admin = None
+        if report.source == "cluster":
+            with clock("source_commits"):
+                commits = _source_commits(config.clusters[flow.source], timeout)
+            source_admin = GroupAdmin(
+                config.clusters[flow.source], timeout=timeout, cache_topics=True, commits=commits
+            )
 
         def plan_one(group: str) -> tuple[GroupOutcome, FailoverPlan | None]:
             try:
@@ -363,6 +370,19 @@ class _Clock:
     def __exit__(self, *_exc: object) -> None:
         spent = time.monotonic() - self._began
         self._timings[self._phase] = self._timings.get(self._phase, 0.0) + spent
+
+
+def _source_commits(cluster: ClusterConfig, timeout: float) -> OffsetsLogIndex:
+    """Which partitions each group committed in on the source, read once for every group (a
+    group is then asked for those alone); an index that cannot be read leaves each group
+    asked for every partition, as before: slower, the same answer."""
+    commits = OffsetsLogIndex(cluster, timeout=max(timeout, 30.0))
+    try:
+        if not commits.refresh():
+            log.info("every partition asked of each group: %s", commits.unusable)
+    finally:
+        commits.close()  # what it read is kept; only its client goes
+    return commits
 
 
 def flow_of(config: FerryConfig, name: str) -> FlowConfig:

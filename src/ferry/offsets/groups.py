@@ -18,6 +18,7 @@ from ferry.kafka import clients
 from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
 from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
+from ferry.kafka.offsets_log_reader import OffsetsLogIndex
 
 __all__ = ["GroupAdmin", "GroupState", "group_filter"]
 
@@ -67,12 +68,17 @@ class GroupAdmin:
         timeout: float = 10.0,
         cache_topics: bool = False,
         on_error: Callable[[KafkaError], None] | None = None,
+        commits: OffsetsLogIndex | None = None,
     ) -> None:
         """`cache_topics`: the first topic metadata read serves every later call (many groups
         planned in a row against one cluster whose topics do not change meanwhile).
         `on_error`: librdkafka's error callback (`error_cb`), called on each client-wide
-        error while the client is polled (`poll`)."""
+        error while the client is polled (`poll`). `commits`: each group's partitions with an
+        offset, read from the cluster's `__consumer_offsets` by the caller (refreshed when it
+        chooses): `committed` then asks a group for those partitions alone, of the ones it
+        would ask otherwise."""
         self.cluster = cluster
+        self._commits = commits
         self._timeout = timeout
         settings: dict[str, Any] = dict(cluster.admin_config())
         if on_error is not None:
@@ -145,8 +151,11 @@ class GroupAdmin:
 
         def read() -> dict[TopicPartitionKey, int]:
             wanted = partitions
-            if wanted is None and self._cache_topics:
+            if wanted is None and (self._cache_topics or self._commits is not None):
                 wanted = self._every_partition()
+            known = None if self._commits is None else self._commits.partitions_of(group)
+            if known is not None and wanted is not None:
+                wanted = [tp for tp in wanted if tp in known]
             return read_group_offsets(self.cluster, group, wanted, timeout=self._timeout)
 
         try:

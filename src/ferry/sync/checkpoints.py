@@ -1,8 +1,10 @@
 """Checkpoints and group offset sync for one flow, one tick at a time.
 
 `emit_checkpoints()`: for every source group the flow selects (`groups`, `groups.exclude`),
-read its committed offsets on the source, translate them exactly through the flow's runs,
-and publish the changed ones as MM2 checkpoints in the target's `<source>.checkpoints.internal`.
+read its committed offsets on the source (only of the partitions it committed in, as the
+source's `__consumer_offsets` says when ferry may read it), translate them exactly through the
+flow's runs, and publish the changed ones as MM2 checkpoints in the target's
+`<source>.checkpoints.internal`.
 Published checkpoints are read back first (after a restart too), so they never move back
 unless the source group itself rewound (`ferry.offsets.rules.should_emit`).
 
@@ -23,6 +25,7 @@ from ferry.graph.selection import TopicSelector
 from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Checkpoint
+from ferry.kafka.offsets_log_reader import OffsetsLogIndex
 from ferry.offsets.groups import GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
 from ferry.offsets.runs_and_checkpoints import CheckpointStore, RunsStore
@@ -61,7 +64,10 @@ class CheckpointEmitter:
         self.accepts_group = group_filter(flow)
         self.runs = RunsStore(self.target, self.policy.offset_runs_topic(flow.source), flow.source)
         self.checkpoints = CheckpointStore(self.target, self.policy.checkpoints_topic(flow.source))
-        self.source_groups = GroupAdmin(self.source, timeout=timeout)
+        # Which partitions each group committed in on the source, followed from pass to pass
+        # (what was written since): each group is asked for those alone.
+        self.source_commits = OffsetsLogIndex(self.source, timeout=max(timeout, 30.0))
+        self.source_groups = GroupAdmin(self.source, timeout=timeout, commits=self.source_commits)
         self.target_groups = GroupAdmin(self.target, timeout=timeout)
         self._timeout = timeout
         self._producer: Producer | None = None
@@ -70,6 +76,7 @@ class CheckpointEmitter:
     def close(self) -> None:
         self.runs.close()
         self.checkpoints.close()
+        self.source_commits.close()
         if self._producer is not None:
             self._producer.flush(self._timeout)
             self._producer = None
@@ -90,6 +97,8 @@ class CheckpointEmitter:
             self.selector = TopicSelector(self.flow, self.policy, self._control())
         fresh: list[Checkpoint] = []
         wanted = self._checkpointable(on_target) if groups else []
+        if groups:
+            self.source_commits.refresh()  # unusable: every group asked for every partition
         for group in groups:
             # Only the partitions a checkpoint can be written for, listed once per pass: a
             # metadata read and every partition of the cluster per group made a pass over
