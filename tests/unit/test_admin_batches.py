@@ -211,8 +211,8 @@ class _SlowBroker(_Admin):
     """A target whose broker answers UNKNOWN_TOPIC_OR_PART when asked to describe a topic
     its controller accepted, for the first `unknown_for` describes (all of them: None)."""
 
-    def __init__(self, unknown_for: int | None) -> None:
-        super().__init__({})
+    def __init__(self, unknown_for: int | None, topics: dict[str, int] | None = None) -> None:
+        super().__init__(topics or {})
         self.unknown_for = unknown_for
 
     def describe_configs(self, resources: list[Any]) -> dict[Any, _Done]:
@@ -223,7 +223,7 @@ class _SlowBroker(_Admin):
         return {r: _Done({}) for r in resources}
 
 
-def _slow_manager(target: _Admin) -> TopicManager:
+def _slow_manager(target: _Admin, source: _Admin | None = None) -> TopicManager:
     clusters = {
         a: ClusterConfig(alias=a, bootstrap_servers=f"127.0.0.1:{n}")
         for a, n in (("A", 1), ("B", 2))
@@ -233,7 +233,7 @@ def _slow_manager(target: _Admin) -> TopicManager:
         flow,
         clusters["A"],
         clusters["B"],
-        source_admin=_Admin({"orders": 1}),
+        source_admin=source or _Admin({"orders": 1}),
         target_admin=target,
         timeout=0.3,
     )
@@ -254,3 +254,25 @@ def test_a_new_topic_the_broker_never_learns_of_is_retried_later_never_fatal() -
     assert "cluster B (127.0.0.1:2)" in message
     assert "topic A.orders" in message and "asking again" in message
     assert "the broker's log says why" in message
+
+
+def test_a_source_topic_its_broker_learns_of_a_little_later_is_waited_for() -> None:
+    # A topic created a moment ago on a cluster of several brokers: listed by one, not yet
+    # known to the one that answers its settings.
+    source = _SlowBroker(unknown_for=2, topics={"orders": 1})
+    target = _Admin({})
+    assert list(_slow_manager(target, source).sync()) == ["orders"]
+    assert len(source.describes) == 3
+    assert target.topics == {"A.orders": 1}
+
+
+def test_a_source_topic_never_known_to_its_broker_is_asked_again_later_never_fatal() -> None:
+    # Deleted since it was listed, or a broker that lags: the flow asks again after a backoff.
+    source = _SlowBroker(unknown_for=None, topics={"orders": 1})
+    target = _Admin({})
+    with pytest.raises(KafkaUnavailableError) as caught:
+        _slow_manager(target, source).sync()
+    message = str(caught.value)
+    assert "cluster A (127.0.0.1:1) does not know a topic it listed" in message
+    assert "topic orders" in message and "asking again" in message
+    assert target.topics == {}  # nothing created without its settings

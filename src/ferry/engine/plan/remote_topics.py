@@ -165,26 +165,60 @@ class TopicManager:
     # --- creating ---------------------------------------------------------------------------
 
     def _configs_to_copy(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        """Each source topic's settings a remote topic is created with.
+
+        A topic the source's metadata listed can be unknown to the broker that answers its
+        configs: created a moment ago (on a cluster of several brokers, each learns of it in
+        its own time) or deleted since. Such topics are asked again for `timeout`; then it is
+        a KafkaUnavailableError, which the flow asks again after its backoff (a deleted topic
+        is no longer listed then), never a failed run."""
         copied: dict[str, dict[str, str]] = {}
-        futures = submit(
-            self._source_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
-        )
-        for resource, future in futures.items():
-            with self._errors(self.source, resource.name, "describe topic"):
-                entries = future.result(self._timeout)
-            copied[resource.name] = {
-                name: entry.value
-                for name, entry in entries.items()
-                if entry.value is not None
-                and not entry.is_sensitive
-                and (
-                    entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-                    or name == "cleanup.policy"
-                )
-                and not any(p.fullmatch(name) for p in self._exclude)
-            }
+        pending = list(topics)
+        deadline = time.monotonic() + self._timeout
+        while pending:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
+            pending = []
+            futures = submit(
+                self._source_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
+            )
+            for resource, future in futures.items():
+                unknown: KafkaException | None = None
+                with self._errors(self.source, resource.name, "describe topic"):
+                    try:
+                        entries = future.result(self._timeout)
+                    except KafkaException as exc:
+                        error = kafka_error_of(exc)
+                        if error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                            raise
+                        unknown = exc
+                if unknown is not None:
+                    if time.monotonic() < deadline:
+                        pending.append(resource.name)
+                        continue
+                    raise KafkaUnavailableError(
+                        self.source.alias,
+                        self.source.bootstrap_servers,
+                        f"topic {resource.name}, listed in its metadata, is not known to the "
+                        f"broker that answers its settings after {self._timeout:.0f} s "
+                        "(created a moment ago, or deleted since); asking again",
+                        what="does not know a topic it listed",
+                    ) from unknown
+                copied[resource.name] = self._copied_settings(entries)
+            if pending:
+                time.sleep(0.2)
         return copied
+
+    def _copied_settings(self, entries: dict[str, Any]) -> dict[str, str]:
+        return {
+            name: entry.value
+            for name, entry in entries.items()
+            if entry.value is not None
+            and not entry.is_sensitive
+            and (
+                entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value or name == "cleanup.policy"
+            )
+            and not any(p.fullmatch(name) for p in self._exclude)
+        }
 
     def _create(
         self, topics: list[str], remote: dict[str, str], partitions: dict[str, int]
