@@ -37,7 +37,7 @@ from ferry.kafka.admin_batches import (
     create_weight,
     submit,
 )
-from ferry.kafka.errors import ferry_error, kafka_error_of, kafka_errors
+from ferry.kafka.errors import kafka_error_of, kafka_errors
 from ferry.policy import ReplicationPolicy
 
 __all__ = ["RemoteTopic", "TopicManager"]
@@ -176,37 +176,43 @@ class TopicManager:
         pending = list(topics)
         deadline = time.monotonic() + self._timeout
         while pending:
-            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
-            pending = []
-            futures = submit(
-                self._source_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
-            )
-            for resource, future in futures.items():
-                unknown: KafkaException | None = None
-                with self._errors(self.source, resource.name, "describe topic"):
-                    try:
-                        entries = future.result(self._timeout)
-                    except KafkaException as exc:
-                        error = kafka_error_of(exc)
-                        if error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                            raise
-                        unknown = exc
-                if unknown is not None:
-                    if time.monotonic() < deadline:
-                        pending.append(resource.name)
-                        continue
-                    raise KafkaUnavailableError(
-                        self.source.alias,
-                        self.source.bootstrap_servers,
-                        f"topic {resource.name}, listed in its metadata, is not known to the "
-                        f"broker that answers its settings after {self._timeout:.0f} s "
-                        "(created a moment ago, or deleted since); asking again",
-                        what="does not know a topic it listed",
-                    ) from unknown
-                copied[resource.name] = self._copied_settings(entries)
+            known, pending, unknown = self._describe(self.source, self._source_admin, pending)
+            copied.update({name: self._copied_settings(e) for name, e in known.items()})
+            if pending and time.monotonic() >= deadline:
+                raise KafkaUnavailableError(
+                    self.source.alias,
+                    self.source.bootstrap_servers,
+                    f"topic {pending[0]}, listed in its metadata, is not known to the broker "
+                    f"that answers its settings after {self._timeout:.0f} s (created a moment "
+                    "ago, or deleted since); asking again",
+                    what="does not know a topic it listed",
+                ) from unknown
             if pending:
                 time.sleep(0.2)
         return copied
+
+    def _describe(
+        self, cluster: ClusterConfig, admin: Any, topics: list[str]
+    ) -> tuple[dict[str, dict[str, Any]], list[str], KafkaException | None]:
+        """One DescribeConfigs of `topics` (in batches): each known topic's entries, the
+        topics the answering broker does not know (UNKNOWN_TOPIC_OR_PART) with the last such
+        error; any other error raised as ferry's, naming the cluster and topic."""
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        futures = submit(admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST)
+        known: dict[str, dict[str, Any]] = {}
+        unknown: list[str] = []
+        last: KafkaException | None = None
+        for resource, future in futures.items():
+            with self._errors(cluster, resource.name, "describe topic"):
+                try:
+                    known[resource.name] = future.result(self._timeout)
+                except KafkaException as exc:
+                    error = kafka_error_of(exc)
+                    if error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise
+                    unknown.append(resource.name)
+                    last = exc
+        return known, unknown, last
 
     def _copied_settings(self, entries: dict[str, Any]) -> dict[str, str]:
         return {
@@ -300,42 +306,23 @@ class TopicManager:
         allowance = self._timeout
         deadline: float | None = None  # set after the first round, from what was unknown
         while pending:
-            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in pending]
-            pending = []
-            futures = submit(
-                self._target_admin.describe_configs, resources, MAX_CONFIG_RESOURCES_PER_REQUEST
-            )
-            for resource, future in futures.items():
-                try:
-                    entries = future.result(self._timeout)
-                except KafkaException as exc:  # asks again for a topic not known yet: per code
-                    error = kafka_error_of(exc)
-                    unknown = error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-                    if unknown and (deadline is None or time.monotonic() < deadline):
-                        pending.append(resource.name)
-                        continue
-                    if unknown:
-                        # Not a refusal: a busy broker still creating thousands of logs gets
-                        # there; the flow asks again after a backoff, saying so each time.
-                        raise KafkaUnavailableError(
-                            self.target.alias,
-                            self.target.bootstrap_servers,
-                            f"topic {resource.name}, which its controller accepted, is not "
-                            f"known to the broker that answers after {allowance:.0f} s; asking "
-                            "again. If this repeats, the broker's log says why (a broker that "
-                            "cannot create its partitions' logs: disk, open files)",
-                            what="is still creating topics",
-                        ) from exc
-                    raise ferry_error(
-                        self.target,
-                        exc,
-                        "describe topic",
-                        topic=resource.name,
-                        fix=self._fix(self.target, resource.name),
-                    ) from exc
+            known, pending, unknown = self._describe(self.target, self._target_admin, pending)
+            for name, entries in known.items():
                 entry = entries.get("max.message.bytes")
                 if entry is not None and entry.value is not None:
-                    limits[resource.name] = int(entry.value)
+                    limits[name] = int(entry.value)
+            if pending and deadline is not None and time.monotonic() >= deadline:
+                # Not a refusal: a busy broker still creating thousands of logs gets there;
+                # the flow asks again after a backoff, saying so each time.
+                raise KafkaUnavailableError(
+                    self.target.alias,
+                    self.target.bootstrap_servers,
+                    f"topic {pending[0]}, which its controller accepted, is not known to the "
+                    f"broker that answers after {allowance:.0f} s; asking again. If this "
+                    "repeats, the broker's log says why (a broker that cannot create its "
+                    "partitions' logs: disk, open files)",
+                    what="is still creating topics",
+                ) from unknown
             if pending:
                 now = time.monotonic()
                 if deadline is None:
