@@ -209,9 +209,8 @@ test-scale: setup
 # source records deleted before they were copied. One checker judges every run (lost,
 # duplicated, out of order, aborted reads); the figures go to artifacts/faults/results.jsonl.
 .PHONY: test-faults
-# The longer faults (a source leader hard-bounced three times, rolling restarts of both clusters,
-# 1,000 topics, records removed before copy, the DR commands under faults) are marked
-# faults_extended: make test-faults-extended, outside CI's 75-minute budget.
+# The two longest faults (1,000 topics, records removed before copy) are marked faults_extended:
+# make test-faults-extended, outside CI's 75-minute budget.
 test-faults: setup
 	rm -f artifacts/faults/results.jsonl
 	$(BIN)/pytest $(PYTEST_CI) -m 'faults and not faults_extended' tests/faults

@@ -28,7 +28,6 @@ BOUNCE_DOWN_SECONDS = 15  # how long a hard-bounced node stays down (the fault's
 UNDER_MIN_ISR_SECONDS = 30  # how long 2 of B's 3 nodes stay down
 
 
-@pytest.mark.faults_extended
 def test_source_leader_hard_bounced_three_times(case: FaultCase) -> None:
     case.start_traffic()
     case.await_copies()
@@ -83,7 +82,6 @@ def test_active_controller_killed_on_each_side(case: FaultCase) -> None:
     assert_exact(case.finish())
 
 
-@pytest.mark.faults_extended
 def test_rolling_restart_of_both_clusters(case: FaultCase) -> None:
     case.start_traffic()
     case.await_copies()

@@ -57,7 +57,7 @@ from tests.faults.invariants import Mode, Verdict, check, group_offsets_after_fa
 # A switchover test starts its class's `ferry run` (Spark) or finds it warm; the failover test
 # restarts a node of B. On a loaded machine either takes minutes; the bound leaves room (the
 # session's setup counts against the first test).
-pytestmark = [pytest.mark.faults, pytest.mark.faults_extended, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
 STEPS = ("fence", "drain", "groups", "reverse")
 # `ferry switchover`, SIGKILLed by itself right after it has recorded the step named by
