@@ -53,6 +53,7 @@ UNREACHABLE_CODES = frozenset(
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError._WAIT_COORD,  # no group coordinator found or reached in time
     }
 )
 

@@ -1,5 +1,5 @@
-"""Consumer groups: list, read offsets (through a consumer of the group), check activity, commit
-offsets (through the admin API)."""
+"""Consumer groups: list, check activity (through the admin API), read and commit offsets
+(through a consumer of the group: kafka/group_offsets.py says why never through the admin API)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ import re
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.config.model import ClusterConfig, FlowConfig
 from ferry.errors import FerryError
 from ferry.kafka import clients
-from ferry.kafka.admin_batches import MAX_OFFSETS_PARTITIONS_PER_REQUEST, batches
 from ferry.kafka.errors import UNREACHABLE_CODES, kafka_error_of, unavailable
-from ferry.kafka.group_offsets import GroupOffsetError, read_group_offsets
+from ferry.kafka.group_offsets import GroupOffsetError, commit_group_offsets, read_group_offsets
 from ferry.kafka.offsets_log_reader import OffsetsLogIndex
 
-__all__ = ["GroupAdmin", "GroupState", "group_filter"]
+__all__ = ["GroupActiveError", "GroupAdmin", "GroupState", "group_filter"]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -32,6 +30,30 @@ _RETRY = frozenset(
         KafkaError.NOT_COORDINATOR,
     }
 )
+
+# A coordinator's refusals of a commit from outside the group (generation -1, no member id)
+# while the group has members (classic protocol, or KIP-848's consumer protocol).
+_HAS_MEMBERS = frozenset(
+    {
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.STALE_MEMBER_EPOCH,
+    }
+)
+
+
+class GroupActiveError(FerryError):
+    """The coordinator refused to commit a group's offsets: the group has members."""
+
+    def __init__(self, cluster: str, group: str, error: KafkaError) -> None:
+        super().__init__(
+            f"cluster {cluster}: group {group} has active members: its coordinator refused "
+            f"the commit ({error.name()}); offsets can only be committed for a group with no "
+            "members"
+        )
+        self.group = group
 
 
 @dataclass(frozen=True)
@@ -180,26 +202,31 @@ class GroupAdmin:
         members = tuple(str(m.client_id or m.member_id) for m in (description.members or ()))
         return GroupState(group, state, members)
 
-    def _alter(self, group: str, partitions: list[TopicPartition]) -> Any:
-        request = [ConsumerGroupTopicPartitions(group, partitions)]
-        return self._admin.alter_consumer_group_offsets(request, request_timeout=self._timeout)[
-            group
-        ]
-
     def commit(self, group: str, offsets: dict[TopicPartitionKey, int]) -> None:
-        """Set `group`'s committed offsets; the brokers refuse if the group has members."""
+        """Set `group`'s committed offsets, through a consumer of the group that never joins
+        it. Raises GroupActiveError when the coordinator refuses because the group has
+        members (nothing of that request was committed)."""
         if not offsets:
             return
-        partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        failed = []
-        for batch in batches(partitions, MAX_OFFSETS_PARTITIONS_PER_REQUEST):
-            result = self._call(
-                partial(self._alter, group, batch), f"commit offsets for group {group}"
-            )
-            failed += [tp for tp in result.topic_partitions or () if tp.error is not None]
-        if failed:
-            tp = failed[0]
-            raise FerryError(
-                f"cluster {self.cluster.alias}: could not commit group {group} at "
-                f"{tp.topic} partition {tp.partition}: {tp.error}"
-            )
+        alias = self.cluster.alias
+
+        def commit() -> None:
+            try:
+                commit_group_offsets(self.cluster, group, offsets, timeout=self._timeout)
+            except KafkaException as exc:
+                error = kafka_error_of(exc)
+                if error is not None and error.code() in _HAS_MEMBERS:
+                    raise GroupActiveError(alias, group, error) from None
+                raise
+            except GroupOffsetError as exc:
+                code = exc.error.code()
+                if code in _HAS_MEMBERS:
+                    raise GroupActiveError(alias, group, exc.error) from None
+                if code in _RETRY:  # a coordinator moving: asked again by _retrying
+                    raise KafkaException(exc.error) from None
+                raise FerryError(
+                    f"cluster {alias}: could not commit group {group} at {exc.tp[0]} "
+                    f"partition {exc.tp[1]}: {exc.error}"
+                ) from None
+
+        self._retrying(commit, f"commit offsets for group {group}")

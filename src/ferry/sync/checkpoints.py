@@ -26,7 +26,7 @@ from ferry.kafka import clients
 from ferry.kafka.errors import kafka_errors
 from ferry.kafka.mm2_records import Checkpoint
 from ferry.kafka.offsets_log_reader import OffsetsLogIndex
-from ferry.offsets.groups import GroupAdmin, group_filter
+from ferry.offsets.groups import GroupActiveError, GroupAdmin, group_filter
 from ferry.offsets.rules import offsets_to_sync, should_emit
 from ferry.offsets.runs_and_checkpoints import CheckpointStore, RunsStore
 from ferry.offsets.translation import forward_positions
@@ -181,19 +181,22 @@ class CheckpointEmitter:
         for group in groups:
             checkpoints = self.checkpoints.of_group(group)
             translated = {(c.topic, c.partition): c.offset for c in checkpoints}
-            state = self.target_groups.state(group)
-            if state.active:
-                skipped.append(
-                    f"group {group} has {len(state.members)} active member(s) on "
-                    f"{self.flow.target}; its offsets there are left alone"
-                )
-                continue
             offsets = offsets_to_sync(False, self.target_groups.committed(group), translated)
             try:
+                # No separate check for members first: the coordinator itself refuses a commit
+                # from outside a group that has members, in the same step (nothing between a
+                # check and the commit), and no admin request to a coordinator is sent from
+                # this long-running process (kafka/group_offsets.py says why).
                 self.target_groups.commit(group, offsets)
+            except GroupActiveError:
+                skipped.append(
+                    f"group {group} has active member(s) on {self.flow.target}; its offsets "
+                    "there are left alone"
+                )
+                continue
             except KafkaUnavailableError:
                 raise
-            except FerryError as exc:  # e.g. a member joined between the check and the commit
+            except FerryError as exc:
                 skipped.append(str(exc))
                 continue
             committed += len(offsets)
