@@ -1,8 +1,9 @@
 """A group's committed offsets, read and committed through a consumer of the group
 (kafka/group_offsets.py), against a real broker: what the group committed, by partition, for
 the partitions asked or every partition of the topics named; a group never seen reads as
-nothing; the group gains no member by being read; GroupAdmin's commit is read back as
-committed, and refused (GroupActiveError, nothing committed) while the group has a member."""
+nothing; the group gains no member by being read; GroupAdmin's commit (a consumer's, or the
+admin API's) is read back as committed, and refused (GroupActiveError, nothing committed)
+while the group has a member."""
 
 from __future__ import annotations
 
@@ -47,15 +48,16 @@ def test_what_a_group_committed_is_read_by_partition(
     assert not described.members
 
 
+@pytest.mark.parametrize("admin_commits", [False, True], ids=["consumer", "admin-api"])
 def test_a_commit_is_read_back_and_refused_while_the_group_has_a_member(
-    kafka_clusters: dict[str, LocalCluster],
+    kafka_clusters: dict[str, LocalCluster], admin_commits: bool
 ) -> None:
     bootstrap = kafka_clusters["B"].bootstrap
     cluster = ClusterConfig(alias="B", bootstrap_servers=bootstrap)
     tag = uuid.uuid4().hex[:8]
     topic, idle, busy = f"commits-{tag}", f"idle-{tag}", f"busy-{tag}"
     create_topic(bootstrap, topic, 2)
-    admin = GroupAdmin(cluster, timeout=30)
+    admin = GroupAdmin(cluster, timeout=30, admin_commits=admin_commits)
 
     admin.commit(idle, {(topic, 0): 3, (topic, 1): 9})
     assert read_group_offsets(cluster, idle, topics={topic}) == {(topic, 0): 3, (topic, 1): 9}

@@ -308,7 +308,7 @@ def _failover_flow(
         cfg, flow, groups=groups, from_checkpoints=from_checkpoints, control=control
     )
     if not dry_run:
-        apply_flow_failover(cfg, report)
+        apply_flow_failover(cfg, report, admin_commits=True)  # a one-shot command
     if as_json:
         print(json.dumps(report.as_json()))
     else:

@@ -313,7 +313,9 @@ class _Switchover:
         report = plan_flow_failover(
             self.config, self.flow.name, control=control, timeout=self.options.timeout
         )
-        report = apply_flow_failover(self.config, report, timeout=self.options.timeout)
+        report = apply_flow_failover(  # a one-shot command (ferry switchover)
+            self.config, report, timeout=self.options.timeout, admin_commits=True
+        )
         for g in report.groups:
             self.say(f"group {g.group}: {g.status}: {g.detail}")
         if report.exit_code == 1:

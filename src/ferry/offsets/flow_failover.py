@@ -305,13 +305,20 @@ def plan_flow_failover(
 
 
 def apply_flow_failover(
-    config: FerryConfig, report: FlowFailover, *, timeout: float = 10.0
+    config: FerryConfig,
+    report: FlowFailover,
+    *,
+    timeout: float = 10.0,
+    admin_commits: bool = False,
 ) -> FlowFailover:
     """Commit, for each group to move, the partitions behind their translated offset (through
-    `apply_failover`, as `ferry failover group` does); the others are not touched."""
+    `apply_failover`, as `ferry failover group` does); the others are not touched.
+    `admin_commits`: through the admin API, for a one-shot command (GroupAdmin says why)."""
     report.dry_run = False
     flow = flow_of(config, report.flow)
-    admin = GroupAdmin(config.clusters[flow.target], timeout=timeout)  # one for every group
+    admin = GroupAdmin(  # one for every group
+        config.clusters[flow.target], timeout=timeout, admin_commits=admin_commits
+    )
     to_move = [i for i, outcome in enumerate(report.groups) if outcome.status == TO_MOVE]
 
     def commit(i: int) -> GroupOutcome:
