@@ -51,7 +51,6 @@ def _lost_in_status(case: FaultCase, mode: Mode) -> dict[int, int]:
     return lost
 
 
-@pytest.mark.faults_extended
 def test_records_removed_before_they_were_copied_are_counted(case: FaultCase) -> None:
     case.start_traffic()
     case.await_copies()
