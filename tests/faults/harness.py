@@ -381,6 +381,18 @@ class FlowRun:
             self.process.start()
 
 
+# The session's `ferry run` of each mode, once the first fault has started them (conftest).
+SESSION_RUNS: dict[Mode, FlowRun] = {}
+
+
+def stop_session_runs() -> None:
+    """The session's `ferry run`s stopped (SIGTERM); the next fault's `case` starts them
+    again."""
+    for run in SESSION_RUNS.values():
+        if run.process.alive():
+            run.process.sigterm(120)
+
+
 @dataclass
 class FaultCase:
     """One fault's traffic in both modes and its verdicts."""
