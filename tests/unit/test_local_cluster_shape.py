@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ferry.errors import LocalClusterError
+from ferry.local import broker
 from ferry.local.broker import NodePlan, _server_properties
 from ferry.local.cluster import LocalCluster, replication_settings
 
@@ -55,3 +59,16 @@ def test_a_state_file_of_single_brokers_still_reads() -> None:
     assert cluster.bootstrap == "127.0.0.1:9092"
     round_trip = LocalCluster.from_json("A", cluster.to_json())
     assert round_trip == cluster
+
+
+def test_no_two_nodes_planned_in_one_process_share_a_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ports are only checked free, not held, until each node binds them; with a range of
+    # five ports, six nodes' worth of draws must never repeat one and then run out loudly.
+    monkeypatch.setattr(broker, "_HANDED_OUT", set())
+    monkeypatch.setattr(broker, "_ephemeral_range", lambda: (10_005, 60_999))
+    plans = [NodePlan.pick(1, "broker,controller"), NodePlan.pick(2, "broker,controller")]
+    ports = [plan.port for plan in plans] + [plan.controller_port for plan in plans]
+    ports.append(broker.free_port())
+    assert sorted(ports) == list(range(10_000, 10_005))
+    with pytest.raises(LocalClusterError, match="no free port"):
+        broker.free_port()

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -81,20 +82,32 @@ logger.state.level = WARN
 """
 
 
+# Every port free_port handed out in this process: a port is only checked free, not held, until
+# its server binds it, so two nodes planned before either starts (six nodes and their link
+# proxies in one `ferry local up`) could otherwise draw the same one and the second fail to bind.
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on right now, below the kernel's ephemeral
-    range: a port the kernel hands out (bind to 0) may be taken, before the broker binds it,
-    as the local end of some client's outgoing connection; with six nodes and their clients
-    connecting that happened within a test session."""
+    range, and never handed out before by this process: a port the kernel hands out (bind to
+    0) may be taken, before the broker binds it, as the local end of some client's outgoing
+    connection; with six nodes and their clients connecting that happened within a test
+    session."""
     low, _ = _ephemeral_range()
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(10_000, max(10_001, low))
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+        with _HANDED_OUT_LOCK:
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
             return port
     raise LocalClusterError("no free port on 127.0.0.1 below the ephemeral range")
 
@@ -253,22 +266,13 @@ class NodePlan:
     @staticmethod
     def pick(node_id: int, roles: str, *, link: bool = False) -> NodePlan:
         """Free ports for a node (a controller port only when it is a controller)."""
-        taken: set[int] = set()
-
-        def port() -> int:
-            chosen = free_port()
-            while chosen in taken:
-                chosen = free_port()
-            taken.add(chosen)
-            return chosen
-
         return NodePlan(
             node_id,
             roles,
-            port(),
-            port() if "controller" in roles else 0,
-            port() if link else 0,
-            port() if link else 0,
+            free_port(),
+            free_port() if "controller" in roles else 0,
+            free_port() if link else 0,
+            free_port() if link else 0,
         )
 
 
