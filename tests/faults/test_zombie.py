@@ -73,6 +73,12 @@ def test_frozen_while_a_second_run_takes_over(case: FaultCase, tmp_path) -> None
             successor.terminate()
         for successor in successors:
             successor.await_exit(240)
+        # Fenced when they woke, and fencing back in turn as their tasks were retried: the
+        # woken runs copy on (a fenced producer is retried, never a reason to stop the run).
+        for mode, run in case.runs.items():
+            assert run.process.alive(), (
+                f"the woken {mode} run exited; its log ends:\n{run.process.log_tail()}"
+            )
         case.healed()
         assert_exact(case.finish())
     finally:

@@ -1,5 +1,5 @@
-"""Controller-bound admin requests asked once more, after the metadata is read again, when the
-first waited for a controller that is down (ferry.kafka.controller)."""
+"""Controller-bound admin requests asked again, after the metadata is read again, when one
+waited for a controller that is down, a bounded number of times (ferry.kafka.controller)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from ferry.kafka.controller import ControllerRequests, waited_for_controller
+from ferry.kafka.controller import ATTEMPTS, ControllerRequests, waited_for_controller
 
 CONTROLLER_DOWN = KafkaException(
     KafkaError(KafkaError._TIMED_OUT, "Failed while waiting for controller: Local: Timed out")
@@ -20,11 +20,12 @@ NO_RESPONSE = KafkaException(
 
 class FakeAdmin:
     """An admin client whose cached controller is down until a metadata read names a live
-    one (`names_live` of them do); `answers`: whether the cluster answers a metadata read."""
+    one: the first `dead_draws` reads draw the dead node again; `answers`: whether the
+    cluster answers a metadata read."""
 
-    def __init__(self, names_live: bool = True, answers: bool = True) -> None:
+    def __init__(self, dead_draws: int = 0, answers: bool = True) -> None:
         self.controller_up = False
-        self.names_live = names_live
+        self.dead_draws = dead_draws
         self.answers = answers
         self.asked = 0
         self.metadata_reads = 0
@@ -33,7 +34,7 @@ class FakeAdmin:
         self.metadata_reads += 1
         if not self.answers:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, "all brokers down"))
-        self.controller_up = self.names_live
+        self.controller_up = self.metadata_reads > self.dead_draws
         return {}
 
     def describe(self) -> str:
@@ -74,14 +75,22 @@ def test_a_cluster_that_does_not_answer_keeps_the_first_error_and_is_not_asked_a
     assert admin.asked == 1
 
 
-def test_a_second_wait_for_the_controller_is_the_answer() -> None:
-    admin = FakeAdmin(names_live=False)
+def test_a_fresh_read_that_draws_the_dead_node_again_is_read_once_more() -> None:
+    admin = FakeAdmin(dead_draws=1)
+    requests = ControllerRequests(admin, 15.0)
+
+    assert requests.ask(lambda client: client.describe()) == "acls"
+    assert (admin.asked, admin.metadata_reads) == (3, 2)
+
+
+def test_the_asks_are_bounded() -> None:
+    admin = FakeAdmin(dead_draws=100)
     requests = ControllerRequests(admin, 15.0)
 
     with pytest.raises(KafkaException) as raised:
         requests.ask(lambda client: client.describe())
     assert raised.value is CONTROLLER_DOWN
-    assert (admin.asked, admin.metadata_reads) == (2, 1)  # once more, never a loop
+    assert (admin.asked, admin.metadata_reads) == (ATTEMPTS, ATTEMPTS - 1)  # never a loop
 
 
 def test_other_errors_are_not_asked_again() -> None:

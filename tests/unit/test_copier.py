@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.python_loop import copy_bin
@@ -358,6 +358,35 @@ def test_a_timed_out_delivery_is_a_retryable_unavailability() -> None:
 
     assert (caught.value.cluster, caught.value.bootstrap) == ("B", "b:9092")
     assert "A.orders" in caught.value.detail
+
+
+class FencedProducer(FakeProducer):
+    """Fenced by a newer producer of its transactional id: librdkafka raises the fatal error
+    from poll() and flush() too, not only from the transactional calls."""
+
+    def poll(self, timeout: float = 0) -> int:
+        raise KafkaException(
+            KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+        )
+
+    def flush(self, timeout: float = 0) -> int:
+        self.poll()
+        return 0
+
+
+def test_a_fenced_producer_fails_the_copy_with_an_error_ferry_retries() -> None:
+    """A raw librdkafka exception reached `ferry run` with no ferry error in it and stopped
+    the run; being fenced is retried (the new producer fences the newer writer back)."""
+    m = Mirror(
+        FakeConsumer({("orders", 0): log_of(*range(4))}), FencedProducer(), DeliveryTracker()
+    )
+
+    with pytest.raises(KafkaUnavailableError) as caught:
+        m.copy(rng(0, 4))
+
+    assert caught.value.cluster == "B"
+    assert "fenced" in caught.value.what
+    assert "another ferry run of this flow" in caught.value.detail
 
 
 def test_a_record_refused_by_produce_halts_at_its_offset() -> None:

@@ -9,11 +9,13 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.engine.copy import exactly_once
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.lease import LeaseTerms
 from ferry.engine.copy.types import CopyContext, CopyRange, PartitionResult, Slice
+from ferry.errors import KafkaUnavailableError, error_from_text, error_to_text
 
 CTX = CopyContext("A", "a:1", "ida", "B", "b:1", "idb")
 RANGES = [CopyRange("orders", p, 0, 100, "A.orders", 1_000_000) for p in range(3)]
@@ -104,3 +106,55 @@ def test_one_transaction_per_slice_and_no_begin_during_the_commit_before(
     # The slices that moved sent the positions of all three partitions in one call.
     assert {line.split()[-1] for line in log if " offsets " in line} == {"3"}
     assert all(r.end > 0 for r in results)
+
+
+class FencedProducer(SlowCommitProducer):
+    """Fenced by a newer producer of its id after its first slice: from then on librdkafka
+    raises the fatal error from every call, begin_transaction included."""
+
+    def begin_transaction(self) -> None:
+        if any(line.endswith("commit") for line in self.log):
+            raise KafkaException(
+                KafkaError(KafkaError._FENCED, "This instance has been fenced", fatal=True)
+            )
+        super().begin_transaction()
+
+
+def test_a_producer_fenced_mid_lease_fails_the_lease_with_an_error_ferry_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A raw librdkafka exception would reach `ferry run` with no ferry error in it, and the
+    run would stop for good; a run that woke after another took over must retry instead."""
+    log: list[str] = []
+    producers = [FencedProducer(f"p{parity}", log) for parity in (0, 1)]
+
+    def copy_ranges(*args: Any) -> list[PartitionResult]:
+        work: list[CopyRange] = args[3]
+        return [PartitionResult(r.topic, r.partition, r.start, r.start + 5) for r in work]
+
+    monkeypatch.setattr(exactly_once, "copy_ranges", copy_ranges)
+    monkeypatch.setattr(exactly_once, "verified_progress", lambda *_a: {})
+    terms = LeaseTerms(30.0, 0.01)
+
+    with pytest.raises(KafkaUnavailableError) as raised:
+        exactly_once.run_lease_exactly_once(
+            object(),
+            Progress(),
+            lambda fresh, parity=0: producers[parity],
+            DeliveryTracker(),
+            RANGES,
+            CTX,
+            "runs",
+            terms,
+            {},
+        )
+
+    error = raised.value
+    assert error.cluster == "B"
+    assert "fenced" in error.what
+    assert "another ferry run of this flow" in str(error)
+    assert "3 partitions (orders partition 0" in str(error)
+    # What Spark's failure text carries back to the driver is the same retried error.
+    assert isinstance(
+        error_from_text(f"Job aborted: {error_to_text(error)}"), KafkaUnavailableError
+    )

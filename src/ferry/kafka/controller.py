@@ -8,7 +8,9 @@ client that drew the dead node waits for it until the request times out ("Failed
 waiting for controller") and never asks the cluster again, though two of three nodes answer
 (`engine/plan/topic_ids.py` meets the same with DescribeTopics). `ControllerRequests` then
 reads the metadata again, which both tells whether the cluster answers at all and names a
-controller again (by then the dead node's session has expired), and asks once more.
+controller again, and asks again: at most `ATTEMPTS` times in all. Once is not always enough:
+on a loaded cluster the dead node's session outlives a request's timeout, and the fresh
+metadata may draw it again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from ferry.kafka.errors import kafka_error_of
 __all__ = ["ControllerRequests", "waited_for_controller"]
 
 T = TypeVar("T")
+# Asks in all, each after a fresh metadata read but the first: a dead node drawn three times
+# running is unlikely, and each ask waits out the client's timeout.
+ATTEMPTS = 3
 
 
 def waited_for_controller(exc: BaseException) -> bool:
@@ -44,15 +49,19 @@ class ControllerRequests:
         self._timeout = timeout
 
     def ask(self, request: Callable[[Any], T]) -> T:
-        """`request(client)`; when it timed out waiting for the controller, once more after
-        the metadata is read again, if the cluster answers that (else the first error)."""
-        try:
-            return request(self.client)
-        except (KafkaException, TimeoutError) as exc:
-            if not waited_for_controller(exc):
-                raise
+        """`request(client)`; when it timed out waiting for the controller, again after the
+        metadata is read again, if the cluster answers that (else the first error), up to
+        `ATTEMPTS` asks in all."""
+        first: BaseException | None = None
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return request(self.client)
+            except (KafkaException, TimeoutError) as exc:
+                if not waited_for_controller(exc) or attempt == ATTEMPTS:
+                    raise
+                first = first or exc
             try:
                 self.client.list_topics(timeout=self._timeout)
             except KafkaException:
-                raise exc from None
-        return request(self.client)
+                raise first from None
+        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -18,7 +18,9 @@ __all__ = [
     "beyond_end_error",
     "consume_error",
     "delivery_error",
+    "fenced",
     "produce_error",
+    "producer_error",
     "retry_later",
     "size_error",
     "stall_error",
@@ -27,6 +29,16 @@ __all__ = [
 ]
 
 _RERUN = "see the error above; rerun once it is fixed"
+# A newer producer with the same transactional id started (librdkafka's own code, then the
+# broker's two): another `ferry run` of the flow, or a retry of the same task.
+FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+FENCED = "fenced ferry's transactional producer"
+FENCED_WHY = (
+    "a newer producer with the same transactional id started (another ferry run of this "
+    "flow, or a retry of this task)"
+)
 
 
 def retry_later(err: KafkaError) -> bool:
@@ -37,6 +49,30 @@ def retry_later(err: KafkaError) -> bool:
         or err.code() == KafkaError._MSG_TIMED_OUT
         or err.fatal()
         or err.txn_requires_abort()
+    )
+
+
+def fenced(err: KafkaError) -> bool:
+    return err.code() in FENCED_CODES
+
+
+def producer_error(error: KafkaError | None, text: str, ctx: CopyContext) -> Exception | None:
+    """The ferry error for an exception a target producer raised from poll() or flush() (a
+    fenced or otherwise fatal producer raises its error from every call); None where it is
+    not one a new producer gets past. A raw librdkafka exception would reach `ferry run` with
+    no ferry error in it, and stop the run as if it were a fault of the data."""
+    if error is None or not retry_later(error):
+        return None
+    if fenced(error):
+        return KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{error.name()}: {error.str()}: {FENCED_WHY}; nothing of the open transaction "
+            "is visible to read_committed consumers; retrying",
+            FENCED,
+        )
+    return KafkaUnavailableError(
+        ctx.target_alias, ctx.target_bootstrap, f"{error.name()}: {error.str()} ({text})"
     )
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any
@@ -47,6 +47,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from ferry.engine.copy import worker_clients
 from ferry.engine.copy.commit_pipeline import CommitPipeline
 from ferry.engine.copy.deliveries import DeliveryTracker
+from ferry.engine.copy.errors import FENCED, FENCED_WHY, fenced
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.progress import progress_offset, topic_id_of
 from ferry.engine.copy.python_loop import copy_ranges
@@ -92,6 +93,19 @@ def copy_bin_exactly_once(
     work = [r for r in ranges if r.end > r.start]
     if not work:
         return []
+    with _retried_later(work, ctx, "the transactional copy failed"):
+        return _bin_exactly_once(consumer, progress, producer_for, tracker, work, ctx, runs_topic)
+
+
+def _bin_exactly_once(
+    consumer: Any,
+    progress: Any,
+    producer_for: ProducerFor,
+    tracker: DeliveryTracker,
+    work: list[CopyRange],
+    ctx: CopyContext,
+    runs_topic: str,
+) -> list[PartitionResult]:
     producer = producer_for(False)
     group = progress.consumer_group_metadata()
     for fresh in (False, True):
@@ -304,12 +318,33 @@ def _retry_later(
             fix=f"grant ferry's principal WRITE and DESCRIBE on transactional ids "
             f"'ferry:{ctx.source_alias}->{ctx.target_alias}:' (prefixed) in {ctx.target_alias}",
         )
+    if error is not None and fenced(error):
+        return KafkaUnavailableError(
+            ctx.target_alias,
+            ctx.target_bootstrap,
+            f"{what} for {_partitions_text(ranges)} ({name}: {text}): {FENCED_WHY}; nothing "
+            "of it is visible to read_committed consumers; retrying",
+            FENCED,
+        )
     return KafkaUnavailableError(
         ctx.target_alias,
         ctx.target_bootstrap,
         f"{what} for {_partitions_text(ranges)} ({name}: {text}); nothing of it is "
         "visible to read_committed consumers; retrying",
     )
+
+
+@contextlib.contextmanager
+def _retried_later(ranges: list[CopyRange], ctx: CopyContext, what: str) -> Iterator[None]:
+    """Any exception librdkafka raises in a transactional copy as ferry's error (retried: a
+    new producer gets past it), however deep the call: a fenced producer raises its fatal
+    error from every call (begin_transaction, produce, poll, init). A raw one reached
+    `ferry run` with no ferry error in it and stopped the run, as when a paused run woke
+    after another took over and a retried task of the two fenced the other's."""
+    try:
+        yield
+    except KafkaException as exc:
+        raise _retry_later(exc, ranges, ctx, what) from None
 
 
 def run_lease_exactly_once(
@@ -332,6 +367,23 @@ def run_lease_exactly_once(
     commit of the copies, their runs and the new positions to the commit pipeline, which runs
     it while the next slice copies with the other producer. Returns the lease's results and
     any notices (see `lease.start_positions`)."""
+    with _retried_later(ranges, ctx, "the lease's transactional copy failed"):
+        return _lease_exactly_once(
+            consumer, progress, producer_for, tracker, ranges, ctx, runs_topic, terms, log_ends
+        )
+
+
+def _lease_exactly_once(
+    consumer: Any,
+    progress: Any,
+    producer_for: ProducerFor,
+    tracker: DeliveryTracker,
+    ranges: list[CopyRange],
+    ctx: CopyContext,
+    runs_topic: str,
+    terms: LeaseTerms,
+    log_ends: dict[TP, int],
+) -> tuple[list[PartitionResult], list[str]]:
     producers = _each(list(PARITIES), lambda parity: producer_for(True, parity))
     committed = verified_progress(progress, ranges, ctx)
     positions, notices = start_positions(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -30,6 +30,7 @@ from ferry.engine.copy.errors import (
     consume_error,
     delivery_error,
     produce_error,
+    producer_error,
     size_error,
     stall_error,
     unacknowledged_error,
@@ -143,7 +144,7 @@ def _copy(
 
     def poll(timeout: float) -> None:
         for p in distinct:
-            p.poll(timeout)
+            _poll(p, timeout, ctx)
 
     finished: list[TopicPartition] = []
     # Partitions of open ranges held at a record whose schema registry did not answer: the
@@ -314,7 +315,7 @@ def _produce(
             return
         except BufferError:  # the producer queue is full: let deliveries drain
             full = full or AckWait(ctx.stopping)
-            producer.poll(0.05)
+            _poll(producer, 0.05, ctx)
             gave_up = full.gives_up(len(producer))
             if gave_up is not None:
                 drop_outstanding(producer)  # nothing of this batch is committed
@@ -330,6 +331,25 @@ def _produce(
                 text = f"{type(exc).__name__}: {exc}"
                 raise produce_error(error, text, r, offset, ctx) from None
             _refresh_metadata(producer, r.remote_topic)
+
+
+@contextlib.contextmanager
+def _producer_failure(ctx: CopyContext, doing: str) -> Iterator[None]:
+    """A target producer's own exception (fenced, fatal: raised from every call) as ferry's
+    error, where a new producer gets past it."""
+    try:
+        yield
+    except KafkaException as exc:
+        error = producer_error(kafka_error_of(exc), doing, ctx)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _poll(producer: Any, timeout: float, ctx: CopyContext) -> None:
+    """Serve the producer's delivery reports."""
+    with _producer_failure(ctx, "serving delivery reports"):
+        producer.poll(timeout)
 
 
 def _mismatch(tracker: DeliveryTracker, ctx: CopyContext) -> KafkaUnavailableError:
@@ -403,7 +423,8 @@ def _next_messages(consumer: Any, wait: float = 0.1) -> list[Any]:
 
 def _flush(producer: Any, tracker: DeliveryTracker, ctx: CopyContext) -> None:
     """Wait until the target acknowledged (or refused) every record produced by this task."""
-    gave_up = flush_until_acknowledged(producer, ctx.stopping)
+    with _producer_failure(ctx, "waiting for acknowledgements"):
+        gave_up = flush_until_acknowledged(producer, ctx.stopping)
     if gave_up is not None:
         raise unacknowledged_error(gave_up, ctx)
     if not tracker.errors:
