@@ -59,6 +59,23 @@ class Progress:
         return object()
 
 
+def run_lease(
+    producers: list[SlowCommitProducer], terms: LeaseTerms
+) -> tuple[list[PartitionResult], list[str]]:
+    """An exactly-once lease of RANGES whose task's two producers are `producers`."""
+    return exactly_once.run_lease_exactly_once(
+        object(),
+        Progress(),
+        lambda fresh, parity=0: producers[parity],
+        DeliveryTracker(),
+        RANGES,
+        CTX,
+        "runs",
+        terms,
+        {},
+    )
+
+
 def test_one_transaction_per_slice_and_no_begin_during_the_commit_before(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -88,17 +105,7 @@ def test_one_transaction_per_slice_and_no_begin_during_the_commit_before(
     stop_after = time.monotonic() + 1.5
     terms = LeaseTerms(30.0, 0.01, stop_requested=lambda: time.monotonic() > stop_after)
 
-    results, notices = exactly_once.run_lease_exactly_once(
-        object(),
-        Progress(),
-        lambda fresh, parity=0: producers[parity],
-        DeliveryTracker(),
-        RANGES,
-        CTX,
-        "runs",
-        terms,
-        {},
-    )
+    results, notices = run_lease(producers, terms)
 
     assert not notices
     assert slices >= 4
@@ -137,17 +144,7 @@ def test_a_producer_fenced_mid_lease_fails_the_lease_with_an_error_ferry_retries
     terms = LeaseTerms(30.0, 0.01)
 
     with pytest.raises(KafkaUnavailableError) as raised:
-        exactly_once.run_lease_exactly_once(
-            object(),
-            Progress(),
-            lambda fresh, parity=0: producers[parity],
-            DeliveryTracker(),
-            RANGES,
-            CTX,
-            "runs",
-            terms,
-            {},
-        )
+        run_lease(producers, terms)
 
     error = raised.value
     assert error.cluster == "B"

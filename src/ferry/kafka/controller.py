@@ -53,15 +53,15 @@ class ControllerRequests:
         metadata is read again, if the cluster answers that (else the first error), up to
         `ATTEMPTS` asks in all."""
         first: BaseException | None = None
-        for attempt in range(1, ATTEMPTS + 1):
+        for _ in range(ATTEMPTS - 1):
             try:
                 return request(self.client)
             except (KafkaException, TimeoutError) as exc:
-                if not waited_for_controller(exc) or attempt == ATTEMPTS:
+                if not waited_for_controller(exc):
                     raise
                 first = first or exc
             try:
                 self.client.list_topics(timeout=self._timeout)
             except KafkaException:
                 raise first from None
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return request(self.client)

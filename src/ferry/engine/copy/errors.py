@@ -19,6 +19,7 @@ __all__ = [
     "consume_error",
     "delivery_error",
     "fenced",
+    "fenced_error",
     "produce_error",
     "producer_error",
     "retry_later",
@@ -34,7 +35,6 @@ _RERUN = "see the error above; rerun once it is fixed"
 FENCED_CODES = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
-FENCED = "fenced ferry's transactional producer"
 FENCED_WHY = (
     "a newer producer with the same transactional id started (another ferry run of this "
     "flow, or a retry of this task)"
@@ -56,6 +56,17 @@ def fenced(err: KafkaError) -> bool:
     return err.code() in FENCED_CODES
 
 
+def fenced_error(detail: str, ctx: CopyContext) -> KafkaUnavailableError:
+    """A producer fenced by a newer one of its transactional id: retried, and said as such."""
+    return KafkaUnavailableError(
+        ctx.target_alias,
+        ctx.target_bootstrap,
+        f"{detail}: {FENCED_WHY}; nothing of the open transaction is visible to "
+        "read_committed consumers; retrying",
+        "fenced ferry's transactional producer",
+    )
+
+
 def producer_error(error: KafkaError | None, text: str, ctx: CopyContext) -> Exception | None:
     """The ferry error for an exception a target producer raised from poll() or flush() (a
     fenced or otherwise fatal producer raises its error from every call); None where it is
@@ -64,13 +75,7 @@ def producer_error(error: KafkaError | None, text: str, ctx: CopyContext) -> Exc
     if error is None or not retry_later(error):
         return None
     if fenced(error):
-        return KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"{error.name()}: {error.str()}: {FENCED_WHY}; nothing of the open transaction "
-            "is visible to read_committed consumers; retrying",
-            FENCED,
-        )
+        return fenced_error(f"{error.name()}: {error.str()}", ctx)
     return KafkaUnavailableError(
         ctx.target_alias, ctx.target_bootstrap, f"{error.name()}: {error.str()} ({text})"
     )

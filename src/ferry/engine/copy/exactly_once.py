@@ -47,7 +47,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from ferry.engine.copy import worker_clients
 from ferry.engine.copy.commit_pipeline import CommitPipeline
 from ferry.engine.copy.deliveries import DeliveryTracker
-from ferry.engine.copy.errors import FENCED, FENCED_WHY, fenced
+from ferry.engine.copy.errors import fenced, fenced_error
 from ferry.engine.copy.lease import LeaseTerms, run_lease, start_positions
 from ferry.engine.copy.progress import progress_offset, topic_id_of
 from ferry.engine.copy.python_loop import copy_ranges
@@ -94,63 +94,51 @@ def copy_bin_exactly_once(
     if not work:
         return []
     with _retried_later(work, ctx, "the transactional copy failed"):
-        return _bin_exactly_once(consumer, progress, producer_for, tracker, work, ctx, runs_topic)
-
-
-def _bin_exactly_once(
-    consumer: Any,
-    progress: Any,
-    producer_for: ProducerFor,
-    tracker: DeliveryTracker,
-    work: list[CopyRange],
-    ctx: CopyContext,
-    runs_topic: str,
-) -> list[PartitionResult]:
-    producer = producer_for(False)
-    group = progress.consumer_group_metadata()
-    for fresh in (False, True):
-        if fresh:  # the cached producer was fenced: a new one, and the progress read after it
-            producer = producer_for(True)
-        # Read after the producer started (fencing the slot's earlier writers), and before
-        # the transaction begins: a stable read waits for pending offsets, ours included.
-        committed = committed_positions(progress, work, ctx)
-        todo: list[CopyRange] = []
-        done: list[PartitionResult] = []
-        for r in work:
-            start = resume_at(r.start, committed.get((r.remote_topic, r.partition)))
-            if start >= r.end:  # already in the target (a replayed batch): nothing to write
-                done.append(PartitionResult(r.topic, r.partition, r.start, r.end))
-            else:
-                todo.append(replace(r, start=start))
-        if not todo:
-            return done
+        producer = producer_for(False)
+        group = progress.consumer_group_metadata()
+        for fresh in (False, True):
+            if fresh:  # the cached producer was fenced: a new one, and the progress read after it
+                producer = producer_for(True)
+            # Read after the producer started (fencing the slot's earlier writers), and before
+            # the transaction begins: a stable read waits for pending offsets, ours included.
+            committed = committed_positions(progress, work, ctx)
+            todo: list[CopyRange] = []
+            done: list[PartitionResult] = []
+            for r in work:
+                start = resume_at(r.start, committed.get((r.remote_topic, r.partition)))
+                if start >= r.end:  # already in the target (a replayed batch): nothing to write
+                    done.append(PartitionResult(r.topic, r.partition, r.start, r.end))
+                else:
+                    todo.append(replace(r, start=start))
+            if not todo:
+                return done
+            try:
+                # The final progress attached first: that asks the transaction coordinator at
+                # once whether a cached producer is still the current one.
+                producer.begin_transaction()
+                offsets = [
+                    progress_offset(r.remote_topic, r.partition, r.end, r.topic_id) for r in todo
+                ]
+                _send_offsets(producer, offsets, group, todo, ctx)
+                break
+            except KafkaException as exc:  # replaces a fenced producer once first
+                _abort_quietly(producer)
+                if fresh:
+                    raise _retry_later(exc, todo, ctx, "could not begin a transaction") from None
         try:
-            # The final progress attached first: that asks the transaction coordinator at
-            # once whether a cached producer is still the current one.
-            producer.begin_transaction()
-            offsets = [
-                progress_offset(r.remote_topic, r.partition, r.end, r.topic_id) for r in todo
-            ]
-            _send_offsets(producer, offsets, group, todo, ctx)
-            break
-        except KafkaException as exc:  # replaces a fenced producer once first
+            producers = {(r.topic, r.partition): producer for r in todo}
+            copied = copy_ranges(consumer, producers, tracker, todo, ctx)
+            failures: list[str] = []
+            for result in copied:
+                failures += _write_runs(producer, runs_topic, ctx, result)
+            _commit(producer, todo, ctx, failures)
+        except BaseException:
             _abort_quietly(producer)
-            if fresh:
-                raise _retry_later(exc, todo, ctx, "could not begin a transaction") from None
-    try:
-        producers = {(r.topic, r.partition): producer for r in todo}
-        copied = copy_ranges(consumer, producers, tracker, todo, ctx)
-        failures: list[str] = []
+            raise
+        planned = {(r.topic, r.partition): r.start for r in work}
         for result in copied:
-            failures += _write_runs(producer, runs_topic, ctx, result)
-        _commit(producer, todo, ctx, failures)
-    except BaseException:
-        _abort_quietly(producer)
-        raise
-    planned = {(r.topic, r.partition): r.start for r in work}
-    for result in copied:
-        result.start = planned[(result.topic, result.partition)]
-    return done + copied
+            result.start = planned[(result.topic, result.partition)]
+        return done + copied
 
 
 def _each(items: list[Any], action: Callable[[Any], Any]) -> list[Any]:
@@ -319,13 +307,7 @@ def _retry_later(
             f"'ferry:{ctx.source_alias}->{ctx.target_alias}:' (prefixed) in {ctx.target_alias}",
         )
     if error is not None and fenced(error):
-        return KafkaUnavailableError(
-            ctx.target_alias,
-            ctx.target_bootstrap,
-            f"{what} for {_partitions_text(ranges)} ({name}: {text}): {FENCED_WHY}; nothing "
-            "of it is visible to read_committed consumers; retrying",
-            FENCED,
-        )
+        return fenced_error(f"{what} for {_partitions_text(ranges)} ({name}: {text})", ctx)
     return KafkaUnavailableError(
         ctx.target_alias,
         ctx.target_bootstrap,
@@ -368,76 +350,60 @@ def run_lease_exactly_once(
     it while the next slice copies with the other producer. Returns the lease's results and
     any notices (see `lease.start_positions`)."""
     with _retried_later(ranges, ctx, "the lease's transactional copy failed"):
-        return _lease_exactly_once(
-            consumer, progress, producer_for, tracker, ranges, ctx, runs_topic, terms, log_ends
+        producers = _each(list(PARITIES), lambda parity: producer_for(True, parity))
+        committed = verified_progress(progress, ranges, ctx)
+        positions, notices = start_positions(
+            ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
         )
+        group = progress.consumer_group_metadata()
+        # One slice's commit markers land among the next slice's copies: only per-record delivery
+        # reports tell each copy's offset then (a chunk's span would look like another writer's).
+        tracker.track_per_record([(r.remote_topic, r.partition) for r in ranges])
+        pipeline = CommitPipeline()
+        slices = 0
 
+        def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
+            nonlocal slices
+            producer = producers[slices % len(PARITIES)]
+            slices += 1
+            producer.begin_transaction()  # local: nothing reaches the coordinator yet
+            try:
+                # Returns once every copy is acknowledged: the next slice's copies follow them.
+                results = copy_ranges(
+                    consumer,
+                    {(r.topic, r.partition): producer for r in work},
+                    tracker,
+                    work,
+                    ctx,
+                    slice,
+                )
+                moved = [
+                    (r, result)
+                    for r, result in zip(work, results, strict=True)
+                    if result.end != r.start or result.runs
+                ]
+                if moved:
+                    pipeline.submit(lambda: _commit_slice(producer, group, runs_topic, ctx, moved))
+                else:
+                    # Idle: the empty transaction ends locally, but through the pipeline all the
+                    # same, after the previous slice's commit. Submitting is what waits for the
+                    # commit before it, and the slice after next begins on the producer that
+                    # commit uses (its send_offsets still running there was a _CONFLICT).
+                    pipeline.submit(lambda: producer.commit_transaction(COMMIT_TIMEOUT_SECONDS))
+                if slice.settle:
+                    pipeline.wait()  # the lease's end is committed before the lease returns
+                return results
+            except BaseException:
+                pipeline.close()
+                _each(producers, _abort_quietly)
+                raise
 
-def _lease_exactly_once(
-    consumer: Any,
-    progress: Any,
-    producer_for: ProducerFor,
-    tracker: DeliveryTracker,
-    ranges: list[CopyRange],
-    ctx: CopyContext,
-    runs_topic: str,
-    terms: LeaseTerms,
-    log_ends: dict[TP, int],
-) -> tuple[list[PartitionResult], list[str]]:
-    producers = _each(list(PARITIES), lambda parity: producer_for(True, parity))
-    committed = verified_progress(progress, ranges, ctx)
-    positions, notices = start_positions(
-        ranges, committed, log_ends, lambda tps: high_watermarks(consumer, tps, ctx)
-    )
-    group = progress.consumer_group_metadata()
-    # One slice's commit markers land among the next slice's copies: only per-record delivery
-    # reports tell each copy's offset then (a chunk's span would look like another writer's).
-    tracker.track_per_record([(r.remote_topic, r.partition) for r in ranges])
-    pipeline = CommitPipeline()
-    slices = 0
-
-    def copy_slice(work: list[CopyRange], slice: Slice) -> list[PartitionResult]:
-        nonlocal slices
-        producer = producers[slices % len(PARITIES)]
-        slices += 1
-        producer.begin_transaction()  # local: nothing reaches the coordinator yet
         try:
-            # Returns once every copy is acknowledged: the next slice's copies follow them.
-            results = copy_ranges(
-                consumer,
-                {(r.topic, r.partition): producer for r in work},
-                tracker,
-                work,
-                ctx,
-                slice,
-            )
-            moved = [
-                (r, result)
-                for r, result in zip(work, results, strict=True)
-                if result.end != r.start or result.runs
-            ]
-            if moved:
-                pipeline.submit(lambda: _commit_slice(producer, group, runs_topic, ctx, moved))
-            else:
-                # Idle: the empty transaction ends locally, but through the pipeline all the
-                # same, after the previous slice's commit. Submitting is what waits for the
-                # commit before it, and the slice after next begins on the producer that
-                # commit uses (its send_offsets still running there was a _CONFLICT).
-                pipeline.submit(lambda: producer.commit_transaction(COMMIT_TIMEOUT_SECONDS))
-            if slice.settle:
-                pipeline.wait()  # the lease's end is committed before the lease returns
-            return results
-        except BaseException:
+            results = run_lease(ranges, positions, terms, copy_slice, lambda _results: None)
+            pipeline.wait()
+        finally:
             pipeline.close()
-            _each(producers, _abort_quietly)
-            raise
-
-    try:
-        results = run_lease(ranges, positions, terms, copy_slice, lambda _results: None)
-        pipeline.wait()
-    finally:
-        pipeline.close()
-    return results, notices
+        return results, notices
 
 
 def _commit_slice(
