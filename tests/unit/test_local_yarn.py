@@ -15,7 +15,6 @@ import pytest
 
 from ferry.errors import LocalClusterError
 from ferry.local import yarn
-from ferry.local.processes import process_started, recorded_process
 
 
 def test_a_busy_namenode_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
@@ -62,7 +61,7 @@ def test_a_jvm_never_ready_names_its_log_and_is_stopped(tmp_path: Path) -> None:
     log.write_text("starting\n")
     ready = tmp_path / "ready.json"
     proc = _started([sys.executable, "-c", "import time; time.sleep(60)", str(ready)])
-    started = process_started(proc.pid)
+    started = psutil.Process(proc.pid).create_time()
     try:
         with pytest.raises(LocalClusterError, match=r"not ready after 1s .*yarn\.log"):
             yarn._wait_ready(proc, ready, log, timeout=1)
@@ -85,7 +84,7 @@ def test_a_second_up_in_the_same_directory_is_refused(tmp_path: Path) -> None:
             nodemanagers=2,
             directory=str(tmp_path),
             pid=proc.pid,
-            started=process_started(proc.pid),
+            started=psutil.Process(proc.pid).create_time(),
             log=str(tmp_path / "yarn.log"),
             marker=str(ready),
             seconds=1.0,
@@ -106,34 +105,10 @@ def test_down_leaves_a_recycled_pid_alone(tmp_path: Path) -> None:
     proc = _started([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         # The recorded pid now runs something else: its command line names no ready file.
-        assert not yarn._stop_pid(proc.pid, process_started(proc.pid), str(tmp_path / "ready.json"))
+        assert not yarn._stop_pid(
+            proc.pid, psutil.Process(proc.pid).create_time(), str(tmp_path / "ready.json")
+        )
         assert proc.poll() is None
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
-def test_a_recorded_process_is_still_known_after_the_clock_was_stepped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After this machine was paused, its clock was stepped while a test ran: the wall-clock
-    start psutil gives by default moved by more than a second, a live cluster was taken for
-    gone, and a second one started in the same directory."""
-    marker = str(tmp_path / "ready.json")
-    proc = _started([sys.executable, "-c", "import time; time.sleep(60)", marker])
-    try:
-        started = process_started(proc.pid)
-        booted = psutil.boot_time()
-        # The clock stepped: the boot time psutil derives from it moves (its platform module's
-        # function is the one both psutil.boot_time and create_time call).
-        monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: booted + 30.0)
-        assert abs(psutil.Process(proc.pid).create_time() - (started + booted)) >= 29
-        assert recorded_process(proc.pid, started, marker) is not None
-        # A state file of an earlier ferry holds the wall-clock start; still understood.
-        wall = started + booted
-        monkeypatch.undo()
-        assert recorded_process(proc.pid, wall, marker) is not None
-        assert recorded_process(proc.pid, started + 5, marker) is None  # another process
     finally:
         proc.kill()
         proc.wait(10)

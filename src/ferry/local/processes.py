@@ -27,7 +27,6 @@ __all__ = [
     "end_process",
     "kill_process",
     "live_process",
-    "process_started",
     "recorded_process",
     "stop_process",
     "stop_process_tree",
@@ -57,32 +56,12 @@ def stop_process(
     end_process(process, what, ((signal.SIGTERM, timeout), (signal.SIGKILL, kill_wait)))
 
 
-# A recorded start above this is seconds since the epoch (a state file of an earlier ferry);
-# below, seconds since boot.
-_EPOCH_STARTS = 1e8
-
-
-def process_started(pid: int) -> float:
-    """When `pid` started, in seconds since boot: unlike psutil's default create_time (boot
-    time plus that, on the wall clock) no clock update moves it, so a state file's record of
-    it still matches after the clock was stepped (it was, after this machine was paused, and
-    a live local cluster was taken for gone and started a second time)."""
-    return _since_boot(psutil.Process(pid))
-
-
-def _since_boot(proc: psutil.Process) -> float:
-    # psutil's create_time is the start since boot plus the boot time on today's clock: the
-    # boot time read again at once takes the clock out.
-    return float(proc.create_time() - psutil.boot_time())
-
-
 def recorded_process(pid: int, started: float, marker: str) -> psutil.Process | None:
-    """The process a state file recorded (pid, `process_started`, a string in its command
+    """The process a state file recorded (pid, psutil's create_time, a string in its command
     line), if it is still that one: a recycled pid has another start time or command line."""
     try:
         proc = psutil.Process(pid)
-        now = _since_boot(proc) if started < _EPOCH_STARTS else proc.create_time()
-        if abs(now - started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
+        if abs(proc.create_time() - started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return proc if any(marker in arg for arg in proc.cmdline()) else None
     except psutil.Error:

@@ -24,7 +24,7 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port
-from ferry.local.processes import process_started, recorded_process, stop_process_tree
+from ferry.local.processes import recorded_process, stop_process_tree
 
 __all__ = [
     "SparkCluster",
@@ -50,7 +50,7 @@ class SparkProcess:
 
     role: str  # "master", "worker-1", ...
     pid: int
-    started: float  # process_started: a recycled pid has another
+    started: float  # psutil's create_time: a recycled pid has another
     log: str
     marker: str  # the properties file, in its command line
 
@@ -123,7 +123,7 @@ def _launch(
             env=env,
             start_new_session=True,  # survives the CLI that started it, and its Ctrl-C
         )
-    started = process_started(proc.pid)
+    started = psutil.Process(proc.pid).create_time()
     return SparkProcess(role, proc.pid, started, str(log), str(marker)), proc
 
 

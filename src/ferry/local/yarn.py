@@ -33,7 +33,7 @@ import psutil
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port, java_executable
 from ferry.local.maven import download_bundle, holds
-from ferry.local.processes import process_started, recorded_process, stop_process_tree
+from ferry.local.processes import recorded_process, stop_process_tree
 
 __all__ = [
     "HADOOP_VERSION",
@@ -97,7 +97,7 @@ class YarnCluster:
     nodemanagers: int
     directory: str
     pid: int
-    started: float  # process_started: a recycled pid has another
+    started: float  # psutil's create_time: a recycled pid has another
     log: str
     marker: str  # the ready file, in its command line
     seconds: float  # from start to ready
@@ -256,7 +256,7 @@ def up(
                 env=env,
                 start_new_session=True,  # survives the CLI that started it, and its Ctrl-C
             )
-    started = process_started(proc.pid)
+    started = psutil.Process(proc.pid).create_time()
     try:
         details = _wait_ready(proc, ready, log, timeout)
     except BaseException:
