@@ -418,6 +418,36 @@ def test_records_deleted_by_retention_are_counted_and_copying_goes_on(
     assert result.runs == [OffsetRun(4, T0, 6)]
 
 
+class AwaySource(FakeConsumer):
+    """The source stops answering right after it said the position is below its log start:
+    reading the partition's bounds fails, or times out (None)."""
+
+    def __init__(self, logs: dict[tuple[str, int], Log], answer: KafkaError | None) -> None:
+        super().__init__(logs)
+        self.answer = answer
+
+    def get_watermark_offsets(self, tp: object, timeout: float = 0, cached: bool = False) -> None:
+        if self.answer is not None:
+            raise KafkaException(self.answer)
+        return None
+
+
+@pytest.mark.parametrize("answer", [KafkaError(KafkaError._TRANSPORT, "Connection refused"), None])
+def test_a_source_away_while_expired_records_are_counted_is_retried_and_named(
+    answer: KafkaError | None,
+) -> None:
+    """A bare librdkafka exception (or a failed unpacking of no answer) stopped `ferry run`."""
+    consumer = AwaySource({("orders", 0): log_of(*range(4, 10), start=4)}, answer)
+    m = Mirror(consumer, FakeProducer(), DeliveryTracker())
+
+    with pytest.raises(KafkaUnavailableError) as caught:
+        m.copy(rng(0, 10))
+
+    assert (caught.value.cluster, caught.value.bootstrap) == ("A", "a:9092")
+    assert "orders partition 0" in caught.value.detail
+    assert m.producer.logs == {}
+
+
 def test_expired_never_counts_more_than_the_range() -> None:
     m = mirror({("orders", 0): log_of(8, 9, start=8)})
 

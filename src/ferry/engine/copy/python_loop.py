@@ -40,7 +40,7 @@ from ferry.engine.copy.schemas import RegistryUnavailableError
 from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import Histogram
 from ferry.errors import KafkaUnavailableError
-from ferry.kafka.errors import kafka_error_of
+from ferry.kafka.errors import Endpoint, kafka_error_of, kafka_errors
 from ferry.kafka.provenance import ORIGIN_HEADER, origin_prefix
 
 __all__ = ["copy_bin", "copy_ranges"]
@@ -390,7 +390,18 @@ def _skip_expired(
     the new topic from its beginning) rather than skip the new topic's first records.
     """
     tp = (r.topic, r.partition)
-    low, high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+    # Asked while the source may be away (a cut link, a leader moving): ferry's retried error,
+    # never a bare librdkafka one, which would stop `ferry run`.
+    source = Endpoint(ctx.source_alias, ctx.source_bootstrap)
+    with kafka_errors(source, f"read the bounds of {r.topic} partition {r.partition}"):
+        bounds = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+    if bounds is None:
+        raise KafkaUnavailableError(
+            ctx.source_alias,
+            ctx.source_bootstrap,
+            f"could not read the bounds of {r.topic} partition {r.partition}: no answer in 10s",
+        )
+    low, high = bounds
     if cursor[tp] > high:
         raise beyond_end_error(r, cursor[tp], high, ctx)
     lost = min(low, r.end) - cursor[tp]
