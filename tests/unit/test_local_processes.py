@@ -18,6 +18,7 @@ from ferry.local.processes import (
     end_process,
     kill_process,
     live_process,
+    recorded_process,
     stop_process,
     stop_process_tree,
 )
@@ -115,3 +116,37 @@ def test_a_process_tree_is_stopped_with_its_descendants(
     stop_process_tree(root, "a test's tree", timeout=10)
     assert not psutil.pid_exists(parent.pid) or root.status() == psutil.STATUS_ZOMBIE
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_process_is_recognised_the_moment_it_started(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    """Popen returns once the new program's close-on-exec descriptors are closed, before the
+    kernel has its arguments: /proc/<pid>/cmdline read empty then, a live cluster in a state
+    file was taken for gone, and a second one started beside it."""
+    for n in range(30):
+        marker = f"ready-{n}.json"
+        process = subprocess.Popen(
+            [sys.executable, "-c", SLEEPER, marker], stdout=subprocess.PIPE, text=True
+        )
+        started.append(process)
+        assert recorded_process(process.pid, psutil.Process(process.pid).create_time(), marker)
+        process.kill()
+
+
+def test_a_command_line_read_empty_is_read_again_until_it_is_there(
+    started: list[subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    process = _start(started, SLEEPER)
+    real = psutil.Process.cmdline
+    reads = []
+
+    def cmdline(self: psutil.Process) -> list[str]:
+        reads.append(self.pid)
+        return [] if len(reads) <= 3 else real(self)
+
+    monkeypatch.setattr(psutil.Process, "cmdline", cmdline)
+    found = recorded_process(process.pid, psutil.Process(process.pid).create_time(), SLEEPER)
+    assert found is not None and found.pid == process.pid and len(reads) == 4
+    # Another program at the recorded pid (the marker is not in its arguments): not it.
+    assert recorded_process(process.pid, found.create_time(), "ready.json") is None

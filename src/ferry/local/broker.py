@@ -28,7 +28,7 @@ import psutil
 from ferry.errors import LocalClusterError
 from ferry.kafka import clients
 from ferry.local.distribution import kafka_classpath
-from ferry.local.processes import kill_process, live_process, stop_process
+from ferry.local.processes import command_line, kill_process, live_process, stop_process
 
 __all__ = [
     "BrokerProcess",
@@ -190,7 +190,7 @@ class BrokerProcess:
             # A zombie has exited and only waits for its parent to reap it.
             if process.status() == psutil.STATUS_ZOMBIE:
                 return False
-            cmdline = process.cmdline()
+            cmdline = command_line(process)
         except psutil.Error:
             return False
         return any(str(self.properties_file) in arg for arg in cmdline)

@@ -46,7 +46,7 @@ import psutil
 
 from ferry.errors import LocalClusterError
 from ferry.local.loop_thread import LoopThread
-from ferry.local.processes import live_process, stop_process
+from ferry.local.processes import command_line, live_process, stop_process
 
 __all__ = [
     "COMMANDS",
@@ -428,7 +428,7 @@ class LinkProcessHandle:
             process = psutil.Process(self.pid)
             if process.status() == psutil.STATUS_ZOMBIE:
                 return False  # it has exited and only waits for its parent to reap it
-            cmdline = process.cmdline()
+            cmdline = command_line(process)
         except psutil.Error:
             return False
         return _MODULE in cmdline and _option(cmdline, "--control-port") == str(self.control_port)

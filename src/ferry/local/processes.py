@@ -24,6 +24,7 @@ from ferry.errors import LocalClusterError
 
 __all__ = [
     "KILL_WAIT_SECONDS",
+    "command_line",
     "end_process",
     "kill_process",
     "live_process",
@@ -34,6 +35,7 @@ __all__ = [
 
 KILL_WAIT_SECONDS = 10.0  # after SIGKILL: the kernel tears a JVM's memory down in well under it
 _SLICE_SECONDS = 0.5  # how soon a zombie that is not this process's child is seen as ended
+_ARGUMENTS_WAIT_SECONDS = 1.0  # a program just started has its arguments in far less
 
 
 def live_process(pid: int) -> psutil.Process | None:
@@ -63,9 +65,21 @@ def recorded_process(pid: int, started: float, marker: str) -> psutil.Process | 
         proc = psutil.Process(pid)
         if abs(proc.create_time() - started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
-        return proc if any(marker in arg for arg in proc.cmdline()) else None
+        return proc if any(marker in arg for arg in command_line(proc)) else None
     except psutil.Error:
         return None
+
+
+def command_line(proc: psutil.Process) -> list[str]:
+    """`proc`'s command line, once the kernel has it. Linux closes a new program's
+    close-on-exec descriptors (which is when `subprocess.Popen` returns) before it sets up the
+    program's arguments: for that moment, a fraction of a millisecond on a quiet machine and
+    longer on a busy one, /proc/<pid>/cmdline reads empty. A process whose command line stays
+    empty (a kernel thread) is given up on after `_ARGUMENTS_WAIT_SECONDS`."""
+    deadline = time.monotonic() + _ARGUMENTS_WAIT_SECONDS
+    while not (line := proc.cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return line
 
 
 def stop_process_tree(

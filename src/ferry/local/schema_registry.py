@@ -39,7 +39,7 @@ import psutil
 from ferry.errors import LocalClusterError
 from ferry.local.broker import free_port, java_executable
 from ferry.local.maven import COMPLETE_MARK, download_files, exclusive, is_complete
-from ferry.local.processes import live_process, stop_process
+from ferry.local.processes import command_line, live_process, stop_process
 
 __all__ = [
     "APICURIO_ARTIFACT",
@@ -150,7 +150,7 @@ class RegistryProcess:
             process = psutil.Process(self.pid)
             if process.status() == psutil.STATUS_ZOMBIE:
                 return False
-            cmdline = process.cmdline()
+            cmdline = command_line(process)
             environ_port = process.environ().get("QUARKUS_HTTP_PORT")
         except psutil.Error:
             return False
