@@ -66,7 +66,15 @@ from bench.harness import (
     wait_for_count,
     warm_up,
 )
-from bench.latency import TIMED_KEY, WARM_UP_KEY, CommittedReader, PacedProducer, read_latencies
+from bench.latency import (
+    BROKER_WARM_UP_SECONDS,
+    TIMED_KEY,
+    WARM_UP_KEY,
+    CommittedReader,
+    PacedProducer,
+    read_latencies,
+    warm_brokers,
+)
 from bench.replicators import Ferry, MirrorMaker2
 from bench.stats import MB, latency_summary, median, ratio
 from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
@@ -103,6 +111,13 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=_env_float("BENCH_LATENCY_WARMUP", 15),
         help="seconds of the same traffic before the timed part (not timed)",
+    )
+    add(
+        "--latency-broker-warmup",
+        type=float,
+        default=_env_float("BENCH_LATENCY_BROKER_WARMUP", BROKER_WARM_UP_SECONDS),
+        help="seconds of the latency rate through both brokers, with no replicator, before "
+        "the first latency round: the brokers' JIT warms up for neither replicator (0: none)",
     )
     add(
         "--latency-repeat",
@@ -636,6 +651,7 @@ def report(
         "latency_rate": args.latency_rate,
         "latency_seconds": args.latency_seconds,
         "latency_warmup_seconds": args.latency_warmup,
+        "latency_broker_warmup_seconds": args.latency_broker_warmup,
         "ferry_settings": args.set,
         # Which copy loop ferry's runs used (native: C over librdkafka; python), and the
         # client settings both copiers ran with (MM2 gets ferry's, see java_tools).
@@ -781,7 +797,13 @@ def markdown(r: dict[str, Any]) -> str:
         "before: jars cached, ferry's JVM class archive written); "
         f"latency: {r['latency_runs']} run per replicator (BENCH_LATENCY_REPEAT for more) at "
         f"{r['latency_rate']:,.0f} records/s, {r.get('latency_warmup_seconds', 0):.0f} s "
-        f"of warm-up then {r['latency_seconds']:.0f} s timed.",
+        f"of warm-up then {r['latency_seconds']:.0f} s timed"
+        + (
+            f", after {r['latency_broker_warmup_seconds']:.0f} s of the same rate through both "
+            "brokers with no replicator (their JIT warmed for neither)."
+            if r.get("latency_broker_warmup_seconds")
+            else "."
+        ),
         "",
         "| | MB/s | records/s | copy MB/s | CPU s | MB per CPU s | peak RSS MB | p50 ms | p99 ms |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -943,6 +965,14 @@ def run_all(
             if limit is not None:
                 limits.append(limit)
             copies.extend(runs)
+        if args.latency_repeat > 0 and args.latency_broker_warmup > 0:
+            note(
+                f"brokers warming up: {args.latency_rate:,.0f} records/s for "
+                f"{args.latency_broker_warmup:.0f} s, no replicator"
+            )
+            warm_brokers(
+                bootstraps, args.latency_rate, args.latency_broker_warmup, args.partitions, values
+            )
         for index in range(1, args.latency_repeat + 1):
             replicators: list[Replicator] = [
                 MirrorMaker2(bootstraps, tasks=args.partitions),
