@@ -177,6 +177,7 @@ bench-wan-quick: setup
 .PHONY: bench-quick
 bench-quick: setup
 	BENCH_RECORDS=100000 BENCH_REPEAT=1 BENCH_LATENCY_SECONDS=20 BENCH_LATENCY_WARMUP=5 \
+	  BENCH_LATENCY_BROKER_WARMUP=10 \
 	  BENCH_SWEEP_SECONDS=10 BENCH_SWEEP_WARMUP=5 \
 	  $(BIN)/python -m bench.compare --out $${TMPDIR:-/tmp}/ferry-bench-quick
 
