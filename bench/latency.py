@@ -38,6 +38,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from bench.harness import cleanup_topics, create_topic
+
 WARM_UP_KEY = b"w"
 TIMED_KEY = b"t"
 _STAMP = struct.Struct(">q")
@@ -323,10 +325,6 @@ def warm_brokers(
     """Copy `rate` records/s from a topic on A into a LogAppendTime topic on B for `seconds`,
     with a plain Python copier, a read_committed reader on B throughout: every path a timed
     run takes on both brokers (produce, fetch, append, read), none of it timed."""
-    from bench.harness import cleanup_topics, create_topic
-
-    if seconds <= 0:
-        return
     bootstrap_a, bootstrap_b = bootstraps
     source, target = f"bench-jit-{uuid.uuid4()}", f"bench-jit-copy-{uuid.uuid4()}"
     create_topic(bootstrap_a, source, partitions)

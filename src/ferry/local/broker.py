@@ -28,7 +28,7 @@ import psutil
 from ferry.errors import LocalClusterError
 from ferry.kafka import clients
 from ferry.local.distribution import kafka_classpath
-from ferry.local.processes import command_line, kill_process, live_process, stop_process
+from ferry.local.processes import kill_process, live_process, running_command_line, stop_process
 
 __all__ = [
     "BrokerProcess",
@@ -185,15 +185,8 @@ class BrokerProcess:
         """True while the node's latest pid is still this broker (not a recycled pid)."""
         with contextlib.suppress(OSError, ValueError):
             self.pid = int(self.pid_file.read_text())
-        try:
-            process = psutil.Process(self.pid)
-            # A zombie has exited and only waits for its parent to reap it.
-            if process.status() == psutil.STATUS_ZOMBIE:
-                return False
-            cmdline = command_line(process)
-        except psutil.Error:
-            return False
-        return any(str(self.properties_file) in arg for arg in cmdline)
+        cmdline = running_command_line(self.pid)
+        return cmdline is not None and any(str(self.properties_file) in arg for arg in cmdline)
 
     def log_tail(self, lines: int = 15) -> str:
         """The broker's first ERROR lines (the cause) and its last lines (how it ended)."""

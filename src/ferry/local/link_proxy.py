@@ -42,11 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
-
 from ferry.errors import LocalClusterError
 from ferry.local.loop_thread import LoopThread
-from ferry.local.processes import command_line, live_process, stop_process
+from ferry.local.processes import live_process, running_command_line, stop_process
 
 __all__ = [
     "COMMANDS",
@@ -424,14 +422,12 @@ class LinkProcessHandle:
 
     def is_running(self) -> bool:
         """True while the recorded pid is still this proxy (not a recycled pid)."""
-        try:
-            process = psutil.Process(self.pid)
-            if process.status() == psutil.STATUS_ZOMBIE:
-                return False  # it has exited and only waits for its parent to reap it
-            cmdline = command_line(process)
-        except psutil.Error:
-            return False
-        return _MODULE in cmdline and _option(cmdline, "--control-port") == str(self.control_port)
+        cmdline = running_command_line(self.pid)
+        return (
+            cmdline is not None
+            and _MODULE in cmdline
+            and _option(cmdline, "--control-port") == str(self.control_port)
+        )
 
     def command(self, command: str, delay_ms: float | None = None) -> dict[str, Any]:
         return send_link_command(self.control_port, command, delay_ms)

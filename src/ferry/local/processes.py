@@ -29,6 +29,7 @@ __all__ = [
     "kill_process",
     "live_process",
     "recorded_process",
+    "running_command_line",
     "stop_process",
     "stop_process_tree",
 ]
@@ -66,6 +67,18 @@ def recorded_process(pid: int, started: float, marker: str) -> psutil.Process | 
         if abs(proc.create_time() - started) > 1 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return proc if any(marker in arg for arg in command_line(proc)) else None
+    except psutil.Error:
+        return None
+
+
+def running_command_line(pid: int) -> list[str] | None:
+    """The command line of process `pid`, or None when it is gone or has exited and only
+    waits for its parent to reap it (a zombie)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return command_line(proc)
     except psutil.Error:
         return None
 

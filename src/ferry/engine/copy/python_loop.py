@@ -37,6 +37,7 @@ from ferry.engine.copy.errors import (
 )
 from ferry.engine.copy.record_size import single_record_batch_size
 from ferry.engine.copy.schemas import RegistryUnavailableError
+from ferry.engine.copy.source_ends import TIMEOUT_SECONDS
 from ferry.engine.copy.types import OPEN, CopyContext, CopyRange, PartitionResult, Slice
 from ferry.engine.latency import Histogram
 from ferry.errors import KafkaUnavailableError
@@ -394,12 +395,13 @@ def _skip_expired(
     # never a bare librdkafka one, which would stop `ferry run`.
     source = Endpoint(ctx.source_alias, ctx.source_bootstrap)
     with kafka_errors(source, f"read the bounds of {r.topic} partition {r.partition}"):
-        bounds = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+        bounds = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=TIMEOUT_SECONDS)
     if bounds is None:
         raise KafkaUnavailableError(
             ctx.source_alias,
             ctx.source_bootstrap,
-            f"could not read the bounds of {r.topic} partition {r.partition}: no answer in 10s",
+            f"could not read the bounds of {r.topic} partition {r.partition}: "
+            f"no answer within {TIMEOUT_SECONDS:.0f}s",
         )
     low, high = bounds
     if cursor[tp] > high:
