@@ -773,6 +773,13 @@ def _fmt(value: float | None, pattern: str = "{:,.1f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
+def _extra_settings(settings: list[str] | None) -> str:
+    """The `--set` lines ferry ran with on top of the defaults (MM2 did not get them)."""
+    if not settings:
+        return ""
+    return "ferry alone also with " + ", ".join(f"`{line}`" for line in settings) + ". "
+
+
 def _settings(settings: dict[str, str] | None) -> str:
     if not settings:
         return "n/a"
@@ -789,9 +796,11 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['date']}; {machine['cpu_count']} CPUs; Kafka {r['kafka_version']} (brokers, "
         f"perf tools and MM2); pyspark {machine['pyspark']}; librdkafka {machine['librdkafka']}; "
         f"{machine['java']}. Two single-broker clusters and the copier on one machine. "
-        f"ferry's copy loop: {r.get('ferry_copier', '?')}. Both copiers with ferry's client "
-        f"defaults: producer {_settings(r.get('producer_settings'))}; consumer "
+        f"ferry's copy loop: {r.get('ferry_copier') or 'not reported (no throughput round)'}. "
+        f"Both copiers with ferry's client defaults: producer "
+        f"{_settings(r.get('producer_settings'))}; consumer "
         f"{_settings(r.get('consumer_settings'))}. "
+        f"{_extra_settings(r.get('ferry_settings'))}"
         f"Throughput: medians of {r['runs']} runs (MM2 and ferry alternate who goes first), "
         "after one untimed first run of each on a small topic (as on a machine that ran them "
         "before: jars cached, ferry's JVM class archive written); "
