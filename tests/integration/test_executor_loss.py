@@ -35,6 +35,7 @@ from tests.integration.executor_faults import (
     sigkill_tree,
     wait_or_fail,
 )
+from tests.integration.group_helpers import committed_offsets
 from tests.integration.kafka_helpers import create_topic
 from tests.integration.replication_setup import write_config
 from tests.integration.spark_workers import (
@@ -74,6 +75,12 @@ def _config(
             **more,
         },
     )
+
+
+def positions_cover(b: str, remote_topic: str, held: dict[int, int]) -> bool:
+    """The flow's committed position of every partition is at or beyond `held`'s."""
+    committed = committed_offsets(b, "ferry-A-to-B")
+    return all(committed.get((remote_topic, p), -1) >= offset for p, offset in held.items())
 
 
 def test_exactly_once_through_a_lost_executor_and_a_killed_driver(
@@ -123,6 +130,17 @@ def test_at_least_once_through_a_lost_worker_that_comes_back(
     with copying(tmp_path, config, a, b, topic_name) as (traffic, monitor, ferry):
         wait_or_fail(lambda: len(executors_in_status(config)) == 2, ferry, "both executors copying")
         before = set(executors_in_status(config))
+        # The bound below is at least once's promise: what was copied since the last position
+        # committed is copied again. A lease commits its first position a slice after its
+        # first copies were acknowledged; killed before that, its partitions are (rightly)
+        # copied again from their start. So the kill waits for positions that cover what the
+        # target already held.
+        held = {p: monitor.next_origin.get(p, 0) for p in range(PARTITIONS)}
+        wait_or_fail(
+            lambda: positions_cover(b, f"A.{topic_name}", held),
+            ferry,
+            f"ferry's positions on B at or beyond {held}",
+        )
         worker = spark_cluster.process("worker-2").process()
         assert worker is not None
         found = executor_of(worker)
