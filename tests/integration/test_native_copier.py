@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.engine.copy.client_settings import consumer_settings, producer_settings
+from ferry.engine.copy.lease import LeaseTerms, run_lease
 from ferry.engine.copy.native_loop import NativeCopier, copy_bin_native, native_module
-from ferry.engine.copy.types import EARLIEST, CopyContext, CopyRange
+from ferry.engine.copy.types import EARLIEST, OPEN, CopyContext, CopyRange
 from ferry.errors import ReplicationError
 from ferry.kafka.offset_runs import OffsetRun
 from ferry.kafka.provenance import ORIGIN_HEADER, Origin
@@ -84,6 +86,70 @@ def test_copies_are_faithful_and_runs_exact(
         assert got.headers[: len(want.headers)] == want.headers
         assert (got.key, got.value, got.timestamp) == (want.key, want.value, want.timestamp)
         assert origin == [Origin(SOURCE_ID, "A", topic_name, 0, offset).to_bytes()]
+
+
+def test_a_backlog_copied_in_slices_that_do_not_settle_lands_once_and_in_order(
+    kafka_clusters: dict[str, LocalCluster], topic_name: str, copier: NativeCopier
+) -> None:
+    # A backlog copied in a lease's short slices that do not wait for acks: copies still in
+    # flight at a slice's end carry over, their reports come in a later slice. None may be
+    # lost, doubled or reordered, and the runs stay exact.
+    per_partition = 1500
+    records = [
+        Rec(p, f"k{i}".encode(), b"v" * 900 + str(i).encode(), (), NOW_MS + i)
+        for i in range(per_partition)
+        for p in (0, 1)
+    ]
+    create_topic(kafka_clusters["A"].bootstrap, topic_name, 2)
+    create_topic(kafka_clusters["B"].bootstrap, f"A.{topic_name}", 2)
+    produce(kafka_clusters["A"].bootstrap, topic_name, records)
+    ranges = [
+        CopyRange(topic_name, p, EARLIEST, OPEN, f"A.{topic_name}", 1_000_000) for p in (0, 1)
+    ]
+    ctx = _ctx(kafka_clusters)
+    positions = {(topic_name, p): 0 for p in (0, 1)}
+    done = {(topic_name, p): per_partition for p in (0, 1)}
+    runs: dict[int, list[OffsetRun]] = {0: [], 1: []}
+
+    def commit(results: list[Any]) -> None:
+        for result in results:
+            runs[result.partition] += result.runs
+            positions[(result.topic, result.partition)] = result.end
+
+    deadline = time.monotonic() + 60
+    terms = LeaseTerms(
+        seconds=60,
+        commit_interval=0.02,
+        stop_requested=lambda: positions == done or time.monotonic() > deadline,
+    )
+    run_lease(
+        ranges, dict(positions), terms, lambda w, s: copy_bin_native(copier, w, ctx, s), commit
+    )
+
+    assert positions == done
+    for p in (0, 1):
+        assert _merged(runs[p]) == [OffsetRun(0, 0, per_partition)]
+    copied = read_offsets(kafka_clusters["B"].bootstrap, f"A.{topic_name}", 2, 2 * per_partition)
+    for p in (0, 1):
+        assert [got.value for _offset, got in copied[p]] == [
+            r.value for r in records if r.partition == p
+        ]
+
+
+def _merged(runs: list[OffsetRun]) -> list[OffsetRun]:
+    """Adjacent runs joined: slices cut a partition's copies into several."""
+    out: list[OffsetRun] = []
+    for run in sorted(runs, key=lambda r: r.upstream_start):
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and run.upstream_start == last.upstream_start + last.count
+            and run.downstream_start == last.downstream_start + last.count
+        ):
+            out[-1] = OffsetRun(last.upstream_start, last.downstream_start, last.count + run.count)
+        else:
+            out.append(run)
+    return out
 
 
 def test_records_from_the_target_are_skipped_and_foreign_origins_kept(
