@@ -48,6 +48,15 @@ def compile_ferry() -> None:
     compileall.compile_dir(Path(ferry.__file__).parent, quiet=1)
 
 
+def write_report(out: Path, stem: str, report: Mapping[str, Any], text: str) -> None:
+    """A benchmark's results as `<stem>.json` and `<stem>.md` under `out`, and the table on
+    standard output."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+
+
 # --- clusters and topics ----------------------------------------------------------------------
 
 

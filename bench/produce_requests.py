@@ -27,7 +27,6 @@ import json
 import multiprocessing
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -38,16 +37,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import java_tools
+from bench.harness import write_report
+from bench.stats import median_rows, percentile
 from ferry.config.model import ClusterConfig
 from ferry.engine.copy.client_settings import producer_settings
 from ferry.local.broker import start_broker
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def _librdkafka(settings: dict[str, str], args: dict[str, Any], out: Any) -> None:
@@ -93,8 +89,8 @@ def _librdkafka(settings: dict[str, str], args: dict[str, Any], out: Any) -> Non
             "records": sent,
             "requests_per_s": round(requests / elapsed),
             "records_per_request": round(sent / max(1, requests), 1),
-            "p50_ms": round(_percentile(latencies, 0.5), 1),
-            "p99_ms": round(_percentile(latencies, 0.99), 1),
+            "p50_ms": round(percentile(sorted(latencies), 0.5), 1),
+            "p99_ms": round(percentile(sorted(latencies), 0.99), 1),
         }
     )
 
@@ -207,16 +203,13 @@ def markdown(report: dict[str, Any]) -> str:
         "| producer | requests/s | records per request | p50 ms | p99 ms |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, runs in report["runs"].items():
-
-        def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(r[key] for r in runs)
-
-        lines.append(
-            f"| {name} | {med('requests_per_s'):,.0f} | {med('records_per_request'):.1f} | "
-            f"{med('p50_ms'):.1f} | {med('p99_ms'):.1f} |"
-        )
-    return "\n".join(lines) + "\n"
+    columns = [
+        ("requests_per_s", "{:,.0f}"),
+        ("records_per_request", "{:.1f}"),
+        ("p50_ms", "{:.1f}"),
+        ("p99_ms", "{:.1f}"),
+    ]
+    return "\n".join([*lines, *median_rows(report["runs"], columns)]) + "\n"
 
 
 def main() -> int:
@@ -229,10 +222,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     options = parser.parse_args()
     report = run(options)
-    options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / "produce-requests.json").write_text(json.dumps(report, indent=2) + "\n")
-    (options.out / "produce-requests.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(options.out, "produce-requests", report, markdown(report))
     return 0
 
 

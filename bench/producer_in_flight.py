@@ -30,7 +30,6 @@ import contextlib
 import json
 import multiprocessing
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +39,8 @@ import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.harness import write_report
+from bench.stats import median_rows, percentile
 from bench.wan.clusters import wan_overrides
 from bench.wan.link import LinkProcess, LinkSpec
 from bench.wan.model import Windows
@@ -64,11 +65,6 @@ def variants(bootstrap: str) -> dict[str, dict[str, str]]:
             "max.in.flight.requests.per.connection": "5",
         },
     }
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def _produce(
@@ -116,8 +112,8 @@ def _produce(
         {
             "records": sent,
             "delivered": len(latencies),
-            "p50_ms": round(_percentile(latencies, 0.5), 1),
-            "p99_ms": round(_percentile(latencies, 0.99), 1),
+            "p50_ms": round(percentile(sorted(latencies), 0.5), 1),
+            "p99_ms": round(percentile(sorted(latencies), 0.99), 1),
             "cpu_cores": round(used / (time.monotonic() - began), 2),
             "most_requests_waiting": peaks["waitresp"],
             "most_records_in_flight": peaks["inflight"],
@@ -175,16 +171,14 @@ def markdown(report: dict[str, Any]) -> str:
         "| most records in flight |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, runs in report["runs"].items():
-
-        def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(r[key] for r in runs)
-
-        lines.append(
-            f"| {name} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} | {med('cpu_cores'):.2f} | "
-            f"{med('most_requests_waiting'):.0f} | {med('most_records_in_flight'):.0f} |"
-        )
-    return "\n".join(lines) + "\n"
+    columns = [
+        ("p50_ms", "{:.1f}"),
+        ("p99_ms", "{:.1f}"),
+        ("cpu_cores", "{:.2f}"),
+        ("most_requests_waiting", "{:.0f}"),
+        ("most_records_in_flight", "{:.0f}"),
+    ]
+    return "\n".join([*lines, *median_rows(report["runs"], columns)]) + "\n"
 
 
 def main() -> int:
@@ -197,10 +191,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     report = run(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "producer-in-flight.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "producer-in-flight.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "producer-in-flight", report, markdown(report))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 MB = 1e6  # bytes: rates are MB/s of key + value bytes
 
@@ -56,3 +56,15 @@ def cpu_share(cpu_seconds: float, wall_seconds: float) -> float:
     if wall_seconds <= 0:
         raise ValueError(f"window of {wall_seconds} s")
     return cpu_seconds / wall_seconds
+
+
+def median_rows(
+    runs: Mapping[str, Sequence[Mapping[str, float]]], columns: Sequence[tuple[str, str]]
+) -> list[str]:
+    """A markdown table row per name in `runs`: for each (key, format) column, the median of
+    that key over the name's runs, formatted."""
+    rows = []
+    for name, measured in runs.items():
+        cells = [fmt.format(statistics.median(r[key] for r in measured)) for key, fmt in columns]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows

@@ -11,7 +11,7 @@ from bench.java_tools import (
     producer_settings,
 )
 from bench.latency import stamp_of, stamped_value
-from bench.stats import latency_summary, median, percentile, ratio
+from bench.stats import latency_summary, median, median_rows, percentile, ratio
 
 from ferry.engine.copy.client_settings import PRODUCER_DEFAULTS
 
@@ -111,3 +111,8 @@ def test_mm2_copies_one_topic_with_one_task_per_partition_and_fresh_internal_top
     assert props["A.consumer.isolation.level"] == "read_committed"
     assert props["offset.storage.topic"] == "mm2-offsets-run1.internal"
     assert props["B.group.id"] == "mm2-run1"
+
+
+def test_median_rows_give_each_name_the_median_of_its_runs_formatted() -> None:
+    runs = {"a": [{"x": 1.0, "y": 10.0}, {"x": 3.0, "y": 30.0}, {"x": 2.0, "y": 1000.0}]}
+    assert median_rows(runs, [("x", "{:.1f}"), ("y", "{:,.0f}")]) == ["| a | 2.0 | 30 |"]
