@@ -8,6 +8,7 @@ the Kafka brokers are never included.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -46,6 +47,18 @@ def compile_ferry() -> None:
     import ferry
 
     compileall.compile_dir(Path(ferry.__file__).parent, quiet=1)
+
+
+def in_own_process(target: Callable[..., None], args: tuple[Any, ...], timeout: float) -> Any:
+    """`target(*args, queue)` in a spawned process of its own (nothing of this process's
+    threads or clients in it); what it put on the queue, waited for up to `timeout`."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    worker = context.Process(target=target, args=(*args, queue))
+    worker.start()
+    outcome = queue.get(timeout=timeout)
+    worker.join(30)
+    return outcome
 
 
 def write_report(out: Path, stem: str, report: Mapping[str, Any], text: str) -> None:

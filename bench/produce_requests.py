@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import re
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import java_tools
-from bench.harness import write_report
+from bench.harness import in_own_process, write_report
 from bench.stats import median_rows, percentile
 from ferry.config.model import ClusterConfig
 from ferry.engine.copy.client_settings import producer_settings
@@ -157,10 +156,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             "ferry (librdkafka)": ferry,
             "ferry with linger.ms = 2": {**ferry, "linger.ms": "2"},
         }
-        context = multiprocessing.get_context("spawn")
         for round_ in range(options.repeat):
-            for name in [*variants, "Java producer (MirrorMaker 2's)"]:
-                topic = f"requests-{round_}-{len(runs.get(name, []))}-{abs(hash(name)) % 10_000}"
+            for index, name in enumerate([*variants, "Java producer (MirrorMaker 2's)"]):
+                topic = f"requests-{round_}-{index}"
                 admin.create_topics([NewTopic(topic, options.partitions, 1)])[topic].result(30)
                 args = {
                     "topic": topic,
@@ -170,11 +168,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                     "partitions": options.partitions,
                 }
                 if name in variants:
-                    queue = context.Queue()
-                    worker = context.Process(target=_librdkafka, args=(variants[name], args, queue))
-                    worker.start()
-                    outcome = queue.get(timeout=options.seconds + 120)
-                    worker.join(30)
+                    outcome = in_own_process(
+                        _librdkafka, (variants[name], args), options.seconds + 120
+                    )
                 else:
                     outcome = _java(broker.bootstrap, args, directory)
                 print(name, outcome, flush=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
 import shutil
 import tempfile
 import time
@@ -39,7 +38,7 @@ import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import write_report
+from bench.harness import in_own_process, write_report
 from bench.stats import median_rows, percentile
 from bench.wan.clusters import wan_overrides
 from bench.wan.link import LinkProcess, LinkSpec
@@ -132,17 +131,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
         spec = LinkSpec(args.rtt_ms / 1000, 1e9)
         with LinkProcess(wan, spec, Windows(WINDOW, WINDOW), listen_port=link):
-            context = multiprocessing.get_context("spawn")
             for _ in range(args.repeat):
                 for name, settings in variants(f"127.0.0.1:{link}").items():
-                    queue = context.Queue()
-                    worker = context.Process(
-                        target=_produce,
-                        args=(settings, topic, args.rate, args.size, args.seconds, queue),
+                    outcome = in_own_process(
+                        _produce,
+                        (settings, topic, args.rate, args.size, args.seconds),
+                        args.seconds + 120,
                     )
-                    worker.start()
-                    outcome = queue.get(timeout=args.seconds + 120)
-                    worker.join(30)
                     print(name, outcome, flush=True)
                     results.setdefault(name, []).append(outcome)
     finally:
