@@ -201,6 +201,24 @@ def test_a_failed_query_is_the_ferry_error_that_stopped_it() -> None:
     assert str(plain) == "flow A->B failed in Spark: java.lang.OutOfMemoryError: heap"
 
 
+def test_a_python_worker_failure_is_said_by_its_exception_and_the_frame_that_raised_it() -> None:
+    text = (
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: "
+        "Traceback (most recent call last):\n"
+        '  File "/venv/pyspark/worker.py", line 1247, in main\n'
+        "    process()\n"
+        '  File "/venv/ferry/engine/copy/python_loop.py", line 88, in copy\n'
+        "    producer.poll(0)\n"
+        "cimpl.KafkaException: KafkaError{code=_FENCED,val=-144}\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(x.scala:1)\n"
+    )
+    assert str(query_error("A->B", text)) == (
+        "flow A->B failed in Spark: [PYTHON_EXCEPTION] An exception was thrown from the Python "
+        "worker: cimpl.KafkaException: KafkaError{code=_FENCED,val=-144} (raised at File "
+        '"/venv/ferry/engine/copy/python_loop.py", line 88, in copy)'
+    )
+
+
 def test_the_watch_loop_keeps_a_failed_query_failed_and_restarts_an_unavailable_one(
     tmp_path: Path,
 ) -> None:

@@ -60,7 +60,12 @@ def test_a_weight_is_one_plus_what_was_carried_since_the_last_plan_plus_the_lag(
 
 
 def _rows(
-    topics: dict[str, int], weights: dict[TP, int], bins: int, previous: dict[TP, int]
+    topics: dict[str, int],
+    weights: dict[TP, int],
+    bins: int,
+    previous: dict[TP, int],
+    *,
+    by_name: bool = False,
 ) -> list[list[tuple[Any, ...]]]:
     return lease_rows(
         topics,
@@ -72,7 +77,35 @@ def _rows(
         cluster_ids=("src-id", "dst-id"),
         record_bytes={},
         previous=previous,
+        by_name=by_name,
     )
+
+
+def _bins_of(packed: list[list[tuple[Any, ...]]]) -> dict[TP, int]:
+    return {(row[0], row[1]): index for index, rows in enumerate(packed) for row in rows}
+
+
+def test_exactly_once_plans_put_a_partition_in_the_same_bin_whatever_the_loads_and_history() -> (
+    None
+):
+    """Two runs of one flow plan apart (a paused run woken beside its successor): their
+    exactly-once tasks write a partition under its bin's transactional ids, so they must
+    agree on the bin, or two writers neither fences copy it from the same position."""
+    topics = {"orders": 3, "payments": 5, "audit": 1}
+    woken = _rows(topics, {("orders", 2): 90_000}, 3, {("orders", 2): 0}, by_name=True)
+    successor = _rows(topics, {("payments", 4): 70_000, ("orders", 0): 5}, 3, {}, by_name=True)
+    assert _bins_of(woken) == _bins_of(successor)
+    assert len(_bins_of(woken)) == 9  # every partition, once
+    # A topic's partitions go round the bins: its three partitions in three bins.
+    assert len({_bins_of(woken)[("orders", p)] for p in range(3)}) == 3
+
+
+def test_exactly_once_plans_keep_empty_bins_so_a_bins_index_never_shifts() -> None:
+    packed = _rows({"one": 1}, {}, 4, {}, by_name=True)
+    assert len(packed) == 4 and sum(len(rows) for rows in packed) == 1
+    # A topic the other run does not know yet moves nothing of the topics both know.
+    both = _bins_of(_rows({"one": 1, "two": 2}, {}, 4, {}, by_name=True))
+    assert both[("one", 0)] == _bins_of(packed)[("one", 0)]
 
 
 def test_every_partition_is_in_exactly_one_bin_copied_from_the_position_with_no_end() -> None:

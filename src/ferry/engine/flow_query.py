@@ -30,6 +30,8 @@ __all__ = ["FlowProgress", "FlowQuery", "lost_notices", "query_error"]
 # How long a stopping run waits for a flow's running batch to finish.
 STOP_WAIT_SECONDS = 120
 
+_TRACEBACK = "Traceback (most recent call last):"
+
 
 @dataclass
 class FlowProgress:
@@ -54,7 +56,7 @@ def query_error(flow: str, text: str) -> FerryError:
     return (
         error_from_text(text)
         or environment_error(text)
-        or FerryError(f"flow {flow} failed in Spark: {_first_line(text)}")
+        or FerryError(f"flow {flow} failed in Spark: {_failure_summary(text)}")
     )
 
 
@@ -210,8 +212,20 @@ def lost_notices(
     return lines
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return text[:500]
+def _failure_summary(text: str) -> str:
+    """The line of a failed query's text that says what failed: its first line, or where that
+    opens a Python traceback (a Python worker's exception), the exception and the frame that
+    raised it: "Traceback (most recent call last):" alone tells an operator nothing."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    opened = next((i for i, line in enumerate(lines) if line.endswith(_TRACEBACK)), None)
+    if opened is None:
+        return lines[0].strip()[:500] if lines else text[:500]
+    body = lines[opened + 1 :]
+    # A traceback's frames are indented; the exception's own line is not.
+    raised = next((i for i, line in enumerate(body) if not line[0].isspace()), None)
+    if raised is None:
+        return lines[opened].strip()[:500]
+    frames = [line.strip() for line in body[:raised] if line.strip().startswith("File ")]
+    where = f" (raised at {frames[-1]})" if frames else ""
+    head = lines[opened][: -len(_TRACEBACK)].strip()
+    return f"{head} {body[raised].strip()}{where}".strip()[:1000]

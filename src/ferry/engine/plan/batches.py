@@ -12,12 +12,16 @@ packed into a few bins, about one per core, balanced by estimated bytes; a small
 MIN_BIN_BYTES per bin) gets fewer bins, down to one. Bins are sticky: a partition stays in the
 bin it was in last batch while that bin is not overloaded, which keeps Python workers' cached
 clients warm for the partitions they already fetch.
+
+Exactly-once leases bin by name instead (`bins_by_name`): a partition's bin is a function of
+the partition and the bin count alone, so that every run of a flow puts it in the same bin.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -30,6 +34,7 @@ __all__ = [
     "PartitionRange",
     "admit",
     "bin_count",
+    "bins_by_name",
     "pack_bins",
     "range_start",
 ]
@@ -173,4 +178,20 @@ def pack_bins(
         load, index = lightest[0]
         packed[index].append(r)
         heapq.heapreplace(lightest, (load + w, index))
+    return packed
+
+
+def bins_by_name(ranges: list[PartitionRange], bins: int) -> list[list[PartitionRange]]:
+    """Ranges in `bins` bins by name alone, empty bins kept: a topic's partitions go round
+    the bins from a place its name hashes to, so a partition's bin is the same in every plan
+    with as many bins, whoever plans it and whatever the loads.
+
+    Exactly-once leases need that: a bin's index names the transactional ids that write its
+    partitions, and a partition written under two ids is written by two writers neither
+    fences. Two runs of one flow (a paused one woken beside the run that took over) plan
+    independently; packed by load, they could put a partition in different bins and both
+    copy it from the same committed position."""
+    packed: list[list[PartitionRange]] = [[] for _ in range(max(1, bins))]
+    for r in ranges:
+        packed[(zlib.crc32(r.topic.encode()) + r.partition) % len(packed)].append(r)
     return packed

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.engine.copy.types import EARLIEST, OPEN
-from ferry.engine.plan.batches import TP, PartitionRange, pack_bins
+from ferry.engine.plan.batches import TP, PartitionRange, bins_by_name, pack_bins
 from ferry.engine.plan.remote_topics import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["Counters", "lags", "lease_rows", "lease_weights", "read_counters"]
@@ -78,12 +78,15 @@ def lease_rows(
     record_bytes: Mapping[TP, float],
     previous: dict[TP, int],
     topic_ids: Mapping[str, str] | None = None,
+    by_name: bool = False,
 ) -> list[list[Row]]:
     """Every partition of `topics`, packed into at most `bins` bins (sticky: `previous`,
     updated here), as rows of the planner's RANGE_SCHEMA: copy from the flow's position
     (EARLIEST) on, with no end (OPEN). Empty bins are left out; a row's bin is its list's
-    index in the answer. A topic `max_message_bytes` does not name gets Kafka's default;
-    one `topic_ids` does not name, an unknown id ("")."""
+    index in the answer. `by_name` (exactly-once): each partition in the bin its name gives
+    (`bins_by_name`), empty bins kept, so the index is the same in every run's plan. A topic
+    `max_message_bytes` does not name gets Kafka's default; one `topic_ids` does not name, an
+    unknown id ("")."""
     remote = {t: remote_topic(t) for t in topics}
     ranges = [
         PartitionRange(t, p, 0, weights.get((t, p), 1), remote[t])
@@ -92,7 +95,12 @@ def lease_rows(
     ]
     source_id, target_id = cluster_ids
     packed: list[list[Row]] = []
-    for bin_ranges in pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous):
+    bins_of = (
+        bins_by_name(ranges, bins)
+        if by_name
+        else pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous)
+    )
+    for bin_ranges in bins_of:
         rows: list[Row] = []
         for r in bin_ranges:
             tp = (r.topic, r.partition)
@@ -113,6 +121,6 @@ def lease_rows(
                     (topic_ids or {}).get(r.topic, ""),
                 )
             )
-        if rows:
+        if rows or by_name:
             packed.append(rows)
     return packed

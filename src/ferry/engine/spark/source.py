@@ -329,6 +329,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             record_bytes=counters.record_bytes,
             previous=self._previous_bins,
             topic_ids=self._topic_ids,
+            by_name=self.flow.exactly_once,
         )
         self._record_task_slots(len(packed))
         return [BinPartition(index, rows) for index, rows in enumerate(packed)]
