@@ -300,3 +300,45 @@ def test_whole_flow_plans_one_lease_without_spark(
     rows = reader.whole_flow()
     assert len(rows) == 1000 and {r[2:4] for r in rows} == {(EARLIEST, OPEN)}
     assert manager.end_reads == [("latest", 1000)] and consumer.reads == ONE_READ_OF_EVERY_PARTITION
+
+
+def _eos_planner(tmp_path: Path, *, leased: bool) -> Planner:
+    flow = FlowConfig(
+        source="A", target="B", enabled=True, exactly_once_source_support="enabled", bins=3
+    )
+    config = FerryConfig(
+        clusters={a: ClusterConfig(alias=a, bootstrap_servers=f"{a}:1") for a in "AB"},
+        flows=(flow,),
+        state_dir=tmp_path,
+    )
+    planner = Planner(FlowSpec.of(config, flow, leased=leased))
+    planner._manager = CountingManager()  # type: ignore[assignment]
+    planner._source_admin = TopicIdAdmin()  # type: ignore[assignment]
+    return planner
+
+
+@pytest.mark.parametrize("leased", [True, False], ids=["leases", "batches"])
+def test_two_exactly_once_runs_planning_apart_put_each_partition_in_the_same_bin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leased: bool
+) -> None:
+    """A paused run woken beside its successor: two planners, two state directories, one
+    with counters of its own (what it carried weighs its bins when packed by load)."""
+    _consumer(monkeypatch, CountingConsumer())
+    woken, successor = (_eos_planner(tmp_path / name, leased=leased) for name in ("w", "s"))
+    woken.state.directory.mkdir(parents=True)
+    (woken.state.directory / "stats.json").write_text(
+        json.dumps({"partitions": {"t001:0": {"records": 90_000, "bytes": 9e6, "position": 9}}})
+    )
+
+    def bins_of(planner: Planner) -> dict[TP, int]:
+        if leased:
+            _end, bins = _plan(planner, planner.initialOffset())
+        else:  # a batch of every partition from 0 to 100 + p
+            ends = {(t, p): 100 + p for t, n in TOPICS.items() for p in range(n)}
+            bins = planner._partitions(dict.fromkeys(ends, 0), ends)
+        assert [b.index for b in bins] == list(range(len(bins)))  # a bin's index is its slot
+        return {(r[0], r[1]): b.index for b in bins for r in b.rows}
+
+    placed = bins_of(woken)
+    assert len(placed) == 1000 and placed == bins_of(successor)
+    assert set(placed.values()) == {0, 1, 2}

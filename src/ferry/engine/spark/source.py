@@ -51,6 +51,7 @@ from ferry.engine.plan.batches import (
     PartitionRange,
     admit,
     bin_count,
+    bins_by_name,
     lease_bins,
     pack_bins,
     range_start,
@@ -266,9 +267,17 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if (begin := range_start(start.get((t, p)), e)) is not None
         ]
         record_bytes = self.state.record_bytes()
-        # ferry.bins = 0: one bin per core, fewer for a small batch (see plan.bin_count).
-        bins = self.flow.bins or bin_count(ranges, self.spec.bins, record_bytes=record_bytes)
-        packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=self._previous_bins)
+        if self.flow.exactly_once:
+            # By name, as many bins every batch, empty ones kept: every run agrees which
+            # slot's transactional ids write a partition (plan.batches.bins_by_name).
+            bins = self.flow.bins or self.spec.bins
+            packed = bins_by_name([r for r in ranges if r.count > 0], bins)
+        else:
+            # ferry.bins = 0: one bin per core, fewer for a small batch (see plan.bin_count).
+            bins = self.flow.bins or bin_count(ranges, self.spec.bins, record_bytes=record_bytes)
+            packed = pack_bins(
+                ranges, bins, record_bytes=record_bytes, previous=self._previous_bins
+            )
         partitions: list[BinPartition] = []
         for index, bin_ranges in enumerate(packed):
             rows = []
@@ -291,7 +300,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         self._topic_ids.get(r.topic, ""),
                     )
                 )
-            if rows:
+            if rows or self.flow.exactly_once:  # exactly-once: a bin's index is its slot
                 partitions.append(BinPartition(len(partitions), rows))
         self._record_task_slots(len(partitions))
         return partitions
