@@ -1,10 +1,13 @@
 """Exactly-once latency as consumers see it: ferry and MirrorMaker 2, each with exactly-once.
 
-Two local clusters A and B. For each run (`--runs`, in that order), a fresh source topic on A
-and its target topic on B (created with `message.timestamp.type=LogAppendTime`), a
-`read_committed` consumer of the target reading throughout (bench.latency.CommittedReader),
-then the replicator, started and kept running while a producer writes `--rate` records/s of
-`--value-bytes` (each value carries its source timestamp): a warm-up (not timed), then
+Two local clusters A and B, their transaction paths exercised first (`--warm-transactions`
+seconds of transactions on each, no replicator taking part: the first run after the clusters
+started was measured two to five times slower at p99 than the later ones). For each run
+(`--runs`, in that order), a fresh source topic on A and its target topic on B (created with
+`message.timestamp.type=LogAppendTime`), a `read_committed` consumer of the target reading
+throughout (bench.latency.CommittedReader), then the replicator, started and kept running
+while a producer writes `--rate` records/s of `--value-bytes` (each value carries its source
+timestamp): a warm-up (not timed), then
 `--seconds` timed. Per run, over the timed records:
 
 - latency at the target's append: the copy's LogAppendTime minus the source timestamp;
@@ -41,12 +44,14 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import java_tools
 from bench.harness import (
+    TRANSACTION_WARM_UP_SECONDS,
     MeasuredProcess,
     TopicCounter,
     cleanup_topics,
@@ -56,6 +61,7 @@ from bench.harness import (
     make_values,
     sample_in_background,
     wait_for_count,
+    warm_transaction_paths,
     warm_up,
 )
 from bench.latency import (
@@ -153,6 +159,13 @@ def parse_args() -> argparse.Namespace:
     add("--rate", type=float, default=5000.0, help="records/s")
     add("--seconds", type=float, default=60.0, help="timed seconds per run")
     add("--warmup", type=float, default=15.0, help="seconds of the same traffic before (untimed)")
+    add(
+        "--warm-transactions",
+        type=float,
+        default=TRANSACTION_WARM_UP_SECONDS,
+        help="seconds of transactions on each fresh cluster before the first run, no replicator "
+        "taking part (0: none)",
+    )
     add("--partitions", type=int, default=8)
     add("--value-bytes", type=int, default=1024)
     add("--results", type=Path, default=RESULTS)
@@ -414,6 +427,7 @@ def report(
         "rate": args.rate,
         "seconds": args.seconds,
         "warmup_seconds": args.warmup,
+        "warm_transactions_seconds": args.warm_transactions,
         "partitions": args.partitions,
         "value_bytes": args.value_bytes,
         "consumer_settings": dict(CONSUMER_SETTINGS),
@@ -431,6 +445,16 @@ def _ms(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def _warmed(r: dict[str, Any]) -> str:
+    seconds = r.get("warm_transactions_seconds", 0)
+    if not seconds:
+        return ""
+    return (
+        f"Both clusters' transaction paths exercised for {seconds:.0f} s before the first run "
+        "(transactions with no replicator). "
+    )
+
+
 def markdown(r: dict[str, Any]) -> str:
     lines = [
         f"# Exactly-once latency at a read_committed consumer: {r['rate']:,.0f} records/s x "
@@ -438,9 +462,9 @@ def markdown(r: dict[str, Any]) -> str:
         "",
         f"{r['date']}; {r['cpu_count']} CPUs; Kafka {r['kafka_version']} (brokers, MM2); "
         f"librdkafka {r['librdkafka']}. Two single-broker clusters, the replicator, the "
-        f"producer and the consumer on one machine. Per run {r['warmup_seconds']:.0f} s of "
-        f"warm-up, then {r['seconds']:.0f} s timed; one run each, in the order listed "
-        "(`python -m bench.exactly_once_consumer`).",
+        f"producer and the consumer on one machine. {_warmed(r)}Per run "
+        f"{r['warmup_seconds']:.0f} s of warm-up, then {r['seconds']:.0f} s timed; one run "
+        "each, in the order listed (`python -m bench.exactly_once_consumer`).",
         "",
         "| run | started | append p50 | p99 | p99.9 | consumer p50 | p99 | p99.9 | max "
         "| CPU share | txn ids | markers/s | txn log/s | offsets log/s |",
@@ -572,6 +596,17 @@ def main() -> int:
         with local_clusters(work / "clusters") as bootstraps:
             warm_up(bootstraps[0])
             warm_up(bootstraps[1])
+            if args.warm_transactions > 0:
+                seconds = args.warm_transactions
+                note(f"exercising both clusters' transaction paths for {seconds:.0f} s")
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    read = list(
+                        pool.map(
+                            lambda b: warm_transaction_paths(b, args.warm_transactions),
+                            bootstraps,
+                        )
+                    )
+                note(f"warm: {read[0]:,} and {read[1]:,} transactional records read")
             values = make_values(args.value_bytes)
             counter = TopicCounter(bootstraps[1])
             try:
