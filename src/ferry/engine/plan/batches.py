@@ -13,8 +13,9 @@ MIN_BIN_BYTES per bin) gets fewer bins, down to one. Bins are sticky: a partitio
 bin it was in last batch while that bin is not overloaded, which keeps Python workers' cached
 clients warm for the partitions they already fetch.
 
-Exactly-once leases bin by name instead (`bins_by_name`): a partition's bin is a function of
-the partition and the bin count alone, so that every run of a flow puts it in the same bin.
+Exactly-once plans (leases and batches) bin by name instead (`bins_by_name`): a partition's bin
+is a function of the partition and the bin count alone, so that every run of a flow puts it in
+the same bin.
 """
 
 from __future__ import annotations
@@ -182,9 +183,9 @@ def pack_bins(
 
 
 def bins_by_name(ranges: list[PartitionRange], bins: int) -> list[list[PartitionRange]]:
-    """Ranges in `bins` bins by name alone, empty bins kept: a topic's partitions go round
-    the bins from a place its name hashes to, so a partition's bin is the same in every plan
-    with as many bins, whoever plans it and whatever the loads.
+    """Non-empty ranges in `bins` bins by name alone, empty bins kept: a topic's partitions go
+    round the bins from a place its name hashes to, so a partition's bin is the same in every
+    plan with as many bins, whoever plans it and whatever the loads.
 
     Exactly-once leases need that: a bin's index names the transactional ids that write its
     partitions, and a partition written under two ids is written by two writers neither
@@ -193,5 +194,6 @@ def bins_by_name(ranges: list[PartitionRange], bins: int) -> list[list[Partition
     copy it from the same committed position."""
     packed: list[list[PartitionRange]] = [[] for _ in range(max(1, bins))]
     for r in ranges:
-        packed[(zlib.crc32(r.topic.encode()) + r.partition) % len(packed)].append(r)
+        if r.count > 0:
+            packed[(zlib.crc32(r.topic.encode()) + r.partition) % len(packed)].append(r)
     return packed

@@ -271,7 +271,7 @@ class Planner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # By name, as many bins every batch, empty ones kept: every run agrees which
             # slot's transactional ids write a partition (plan.batches.bins_by_name).
             bins = self.flow.bins or self.spec.bins
-            packed = bins_by_name([r for r in ranges if r.count > 0], bins)
+            packed = bins_by_name(ranges, bins)
         else:
             # ferry.bins = 0: one bin per core, fewer for a small batch (see plan.bin_count).
             bins = self.flow.bins or bin_count(ranges, self.spec.bins, record_bytes=record_bytes)
