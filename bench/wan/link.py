@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import multiprocessing
+import os
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -24,6 +26,10 @@ from ferry.local.loop_thread import LoopThread
 __all__ = ["LinkProcess", "LinkSpec", "WanLink", "parse_links"]
 
 CHUNK = 256 * 1024  # the most one read takes: how finely the link schedules a busy sender
+# A directory: every link writes there, when it stops, each chunk it carried (connection,
+# direction, when read from the sender, when delivered, bytes) as JSON lines, for
+# `bench.wan.fetch_cycles`.
+TRACE_ENV = "FERRY_BENCH_LINK_TRACE"
 _BUFFER_LIMIT = 4 * 1024 * 1024
 
 
@@ -72,6 +78,9 @@ class WanLink(LoopThread):
         self.to_server = Direction(spec.bandwidth, spec.rtt / 2)
         self.to_client = Direction(spec.bandwidth, spec.rtt / 2)
         self.connections = 0
+        trace_dir = os.environ.get(TRACE_ENV)
+        self._trace: list[tuple[int, str, float, float, int]] | None = [] if trace_dir else None
+        self._trace_dir = trace_dir
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -98,6 +107,11 @@ class WanLink(LoopThread):
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._trace is not None and self._trace_dir:
+            name = f"link-{self.port}-{time.time():.0f}.jsonl"
+            with open(os.path.join(self._trace_dir, name), "w", encoding="utf-8") as f:
+                for row in self._trace:
+                    f.write(json.dumps(row) + "\n")
 
     async def _accept(
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
@@ -116,9 +130,10 @@ class WanLink(LoopThread):
                 return
             self._writers.add(server_out)
             self.connections += 1
+            conn = self.connections
             await asyncio.gather(
-                self._pump(client_in, server_out, self.to_server, self.windows.to_server),
-                self._pump(server_in, client_out, self.to_client, self.windows.to_client),
+                self._pump(client_in, server_out, self.to_server, self.windows.to_server, conn),
+                self._pump(server_in, client_out, self.to_client, self.windows.to_client, conn),
                 return_exceptions=True,
             )
             self._writers.discard(server_out)
@@ -134,13 +149,16 @@ class WanLink(LoopThread):
         sink: asyncio.StreamWriter,
         direction: Direction,
         window_size: int,
+        conn: int = 0,
     ) -> None:
         """Carry one direction of one connection until its sender closes it."""
         loop = asyncio.get_running_loop()
         window = Window(window_size)
         room = asyncio.Event()
         room.set()
-        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[float, float, bytes] | None] = asyncio.Queue()
+        way = "server" if direction is self.to_server else "client"
+        trace = self._trace
 
         def release(size: int) -> None:
             window.release(size)
@@ -148,12 +166,14 @@ class WanLink(LoopThread):
 
         async def deliver() -> None:
             while (item := await queue.get()) is not None:
-                arrival, data = item
+                taken, arrival, data = item
                 wait = arrival - loop.time()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 sink.write(data)
                 await sink.drain()  # a receiver that does not read holds its window
+                if trace is not None:
+                    trace.append((conn, way, taken, loop.time(), len(data)))
                 loop.call_at(direction.ack_due(loop.time()), release, len(data))
             sink.close()
 
@@ -167,7 +187,8 @@ class WanLink(LoopThread):
                 if not data:
                     break
                 window.take(len(data))
-                queue.put_nowait((direction.send(loop.time(), len(data)), data))
+                now = loop.time()
+                queue.put_nowait((now, direction.send(now, len(data)), data))
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:

@@ -59,8 +59,8 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
         "| link | placement | replicator | settings | window to client / server KiB | "
         "first record s | backlog MB/s | share of link | bytes/record over link (to client / "
         "to server) | p50 ms | p99 ms | model floor p50 / p99 ms | steady bytes/record (to client "
-        "/ to server) |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "/ to server) | steady CPU share |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["runs"]:
         floor = floors(r["rtt_ms"])
@@ -79,7 +79,8 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
             f"{_fmt(r.get('p50_ms'), '{:,.0f}')} | {_fmt(r.get('p99_ms'), '{:,.0f}')} | "
             f"{floor['p50_floor_ms']:.0f} / {floor['p99_floor_ms']:.0f} | "
             f"{_fmt(r.get('steady_bytes_per_record_to_client'), '{:,.0f}')} / "
-            f"{_fmt(r.get('steady_bytes_per_record_to_server'), '{:,.0f}')} |"
+            f"{_fmt(r.get('steady_bytes_per_record_to_server'), '{:,.0f}')} | "
+            f"{_fmt(r.get('steady_cpu_share'), '{:.2f}')} |"
         )
     ceiling = report.get("proxy_ceiling") or []
     if ceiling:
@@ -98,6 +99,9 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
     lines += [
         "",
         "Settings: " + "; ".join(f"{k}: {v}" for k, v in report["settings"].items()),
+        "",
+        "Steady CPU share: the replicator's CPU seconds per second while the timed records "
+        "were produced (1.00 = one core busy).",
         "",
         (f"Chart: [{chart_file}]({chart_file}). " if chart_file else "")
         + f"Took {report['seconds']:.0f} s.",

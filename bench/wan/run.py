@@ -201,9 +201,13 @@ def _steady(
     # Timed records land after these ends (warm-up ones after them are told apart by key).
     copy_starts = end_offsets(clusters.b.local, steady_copy)
     before = link.counts()
+    proc.sample(force=True)
+    cpu_before = proc.cpu_seconds
     began = time.monotonic()
     timed = producer.paced(TIMED_KEY, plan.rate, plan.seconds)
     window = time.monotonic() - began
+    proc.sample(force=True)
+    cpu_share = (proc.cpu_seconds - cpu_before) / window
     after = link.counts()
     _wait_for(counter, steady_copy, warm + timed, 120, replicator.name)
     latencies = read_latencies(clusters.b.local, steady_copy, timed, starts=copy_starts)
@@ -215,6 +219,8 @@ def _steady(
     return {
         "steady_seconds": round(window, 1),
         **steady_figures(plan.rate, timed, latencies, before, after),
+        # The replicator's CPU seconds per second while the timed records were produced.
+        "steady_cpu_share": round(cpu_share, 3),
         "steady_link_mbit": round(
             (after[0] + after[1] - before[0] - before[1]) * 8 / window / 1e6, 2
         ),

@@ -203,7 +203,8 @@ TOP_DOCS: dict[str, tuple[str, str, str]] = {
         "top level: apply to every cluster that does not set its own, as in MM2",
     ),
     "spark.*": (
-        "`local[*,4]` when no `spark.master` is set anywhere",
+        "`local[*,4]` when no `spark.master` is set anywhere (4 slots per core, up to 32, "
+        "for a source 10 ms or more away)",
         "none",
         "Spark settings, applied over spark-submit's and ferry's own",
     ),

@@ -206,3 +206,23 @@ def test_markdown_and_chart(tmp_path: Path) -> None:
     assert "Chart" not in markdown(report, None), "a profile writes no chart to link to"
     path = chart(runs, tmp_path / "wan.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fetch_cycles_split_each_loop_into_client_broker_and_link_time() -> None:
+    from bench.wan.fetch_cycles import cycles, summary
+
+    chunks = []
+    for i in range(3):  # requests every 65 ms; the broker answers 1 ms after one arrives
+        t = i * 0.065
+        chunks.append((1, "server", t, t + 0.030, 120))
+        chunks.append((1, "client", t + 0.031, t + 0.0635, 40_000))  # a 2.5 ms long answer
+    chunks.append((2, "server", 0.0, 0.03, 80))  # a metadata request, never answered here
+    found = cycles(chunks)
+    assert [c.connection for c in found] == [1, 1]
+    first = found[0]
+    assert first.broker_ms == pytest.approx(1.0)
+    assert first.client_ms == pytest.approx(1.5)  # answer delivered at 63.5, next ask at 65
+    assert first.cycle_ms == pytest.approx(65.0)
+    assert first.answer_bytes == 40_000
+    assert summary(found)["loops"] == 2
+    assert summary([c for c in found if c.answer_bytes < 1024]) == {"loops": 0}

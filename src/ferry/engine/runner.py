@@ -32,11 +32,16 @@ from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_signal_server import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
-from ferry.engine.link_settings import wan_consumer_settings
+from ferry.engine.link_settings import WAN_ROUND_TRIP_MS, wan_consumer_settings, wan_task_slots
 from ferry.engine.preflight import Retrier, check_copier, fence_flow, prepare
 from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
 from ferry.engine.spark.cores import available_cores
-from ferry.engine.spark.session import spark_master, start_spark
+from ferry.engine.spark.session import (
+    DEFAULT_MAX_FAILURES,
+    master_chosen,
+    spark_master,
+    start_spark,
+)
 from ferry.errors import FerryError
 from ferry.flows.status import Condition
 from ferry.http.metrics_server import MetricsServer
@@ -262,9 +267,11 @@ class Runner:
         across a wide-area link is read with the WAN consumer settings the user did not set
         (engine/link_settings.py), and said."""
         clusters = dict(self.config.clusters)
+        far = False
         for alias in sorted({f.source for f in self.config.enabled_flows}):
             cluster = clusters[alias]
             measured = round_trip_ms(cluster.admin_config(), timeout=LINK_PROBE_TIMEOUT_SECONDS)
+            far = far or (measured is not None and measured >= WAN_ROUND_TRIP_MS)
             extra = wan_consumer_settings(measured, cluster.consumer_config())
             if not extra or measured is None:
                 continue
@@ -276,6 +283,24 @@ class Runner:
                 f"({alias}.consumer.<key>) to choose others"
             )
         self.config = self.config.model_copy(update={"clusters": clusters})
+        if far and not master_chosen(self.config):
+            self._more_tasks_for_far_sources()
+
+    def _more_tasks_for_far_sources(self) -> None:
+        """A local Spark of ferry's choosing copies from a far source with more task slots
+        than cores (engine/link_settings.py says why)."""
+        cores = os.cpu_count() or 1
+        slots = wan_task_slots(cores)
+        if slots <= cores:
+            return
+        master = f"local[{slots},{DEFAULT_MAX_FAILURES}]"
+        spark = {**self.config.spark, "spark.master": master}
+        self.config = self.config.model_copy(update={"spark": spark})
+        self._notice(
+            f"copying with {slots} Spark tasks on {cores} cores (spark.master = {master}): "
+            "across a wide-area link each task's records wait for its fetches' answers, which "
+            "are shorter with fewer partitions per task; set spark.master to choose"
+        )
 
     def _supervisor(self, flow: FlowConfig) -> FlowSupervisor:
         return FlowSupervisor(

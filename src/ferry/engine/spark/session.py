@@ -23,14 +23,23 @@ if TYPE_CHECKING:
 
     from ferry.engine.spark.class_archive import ClassArchive
 
-__all__ = ["DEFAULT_MASTER", "DRIVER_JVM_OPTIONS", "spark_master", "spark_session", "start_spark"]
+__all__ = [
+    "DEFAULT_MASTER",
+    "DEFAULT_MAX_FAILURES",
+    "DRIVER_JVM_OPTIONS",
+    "master_chosen",
+    "spark_master",
+    "spark_session",
+    "start_spark",
+]
 
 # The driver JVM only plans and schedules (the records move in the Python workers), so its
 # CPU goes to starting up: class loading and JIT compilation. The C1 compiler alone and the
 # serial collector halve that (about 44 to 22 CPU seconds per `ferry run` on 2 cores).
 DRIVER_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # All cores; a failed task is tried up to 4 times (a lease resumes where it committed).
-DEFAULT_MASTER = "local[*,4]"
+DEFAULT_MAX_FAILURES = 4
+DEFAULT_MASTER = f"local[*,{DEFAULT_MAX_FAILURES}]"
 
 
 def spark_master(config: FerryConfig) -> str:
@@ -38,6 +47,11 @@ def spark_master(config: FerryConfig) -> str:
     (`--master`), else DEFAULT_MASTER."""
     master = config.spark.get("spark.master") or submitted_settings().get("spark.master")
     return master or DEFAULT_MASTER
+
+
+def master_chosen(config: FerryConfig) -> bool:
+    """Whether the config or spark-submit names the master (else ferry chooses it)."""
+    return "spark.master" in config.spark or "spark.master" in submitted_settings()
 
 
 def spark_session(config: FerryConfig) -> SparkSession:
