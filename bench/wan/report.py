@@ -59,8 +59,8 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
         "| link | placement | replicator | settings | window to client / server KiB | "
         "first record s | backlog MB/s | share of link | bytes/record over link (to client / "
         "to server) | p50 ms | p99 ms | model floor p50 / p99 ms | steady bytes/record (to client "
-        "/ to server) | steady CPU share |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "/ to server) | steady CPU share | peak RSS MB |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["runs"]:
         floor = floors(r["rtt_ms"])
@@ -80,7 +80,8 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
             f"{floor['p50_floor_ms']:.0f} / {floor['p99_floor_ms']:.0f} | "
             f"{_fmt(r.get('steady_bytes_per_record_to_client'), '{:,.0f}')} / "
             f"{_fmt(r.get('steady_bytes_per_record_to_server'), '{:,.0f}')} | "
-            f"{_fmt(r.get('steady_cpu_share'), '{:.2f}')} |"
+            f"{_fmt(r.get('steady_cpu_share'), '{:.2f}')} | "
+            f"{_fmt(r.get('peak_rss_mb'), '{:,.0f}')} |"
         )
     ceiling = report.get("proxy_ceiling") or []
     if ceiling:
@@ -101,7 +102,8 @@ def markdown(report: Mapping[str, Any], chart_file: str | None = "wan.png") -> s
         "Settings: " + "; ".join(f"{k}: {v}" for k, v in report["settings"].items()),
         "",
         "Steady CPU share: the replicator's CPU seconds per second while the timed records "
-        "were produced (1.00 = one core busy).",
+        "were produced (1.00 = one core busy). Peak RSS: the replicator's whole process tree "
+        "(JVMs and Python workers), at its largest over the case.",
         "",
         (f"Chart: [{chart_file}]({chart_file}). " if chart_file else "")
         + f"Took {report['seconds']:.0f} s.",

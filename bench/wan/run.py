@@ -109,6 +109,7 @@ def measure_case(
                     )
                 result["connections"] = link.connections
                 result["cpu_seconds"] = round(proc.cpu_seconds, 1)
+                result["peak_rss_mb"] = round(proc.sampler.peak_rss_bytes / 1e6)
             finally:
                 proc.stop(grace=10)
     finally:

@@ -151,7 +151,7 @@ def test_admit_never_moves_backwards_when_start_is_past_latest() -> None:
 
 @st.composite
 def packings(draw: st.DrawFn):
-    """(ranges, bins, record_bytes, previous, slack); ranges have distinct partitions."""
+    """(ranges, bins, record_bytes, previous, slack, spread); ranges have distinct partitions."""
     parts = draw(st.lists(tps, max_size=16, unique=True))
     ranges = []
     for topic, partition in parts:
@@ -162,7 +162,7 @@ def packings(draw: st.DrawFn):
     previous = {tp: draw(st.integers(0, 20)) for tp in parts if draw(st.booleans())}
     bins = draw(st.integers(1, 20))
     slack = draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]))
-    return ranges, bins, record_bytes, previous, slack
+    return ranges, bins, record_bytes, previous, slack, draw(st.booleans())
 
 
 def _weight(r: PartitionRange, record_bytes: dict[TP, float]) -> float:
@@ -175,8 +175,10 @@ def _loads(packed: list[list[PartitionRange]], record_bytes: dict[TP, float]) ->
 
 @given(packings())
 def test_every_non_empty_range_lands_in_exactly_one_of_at_most_bins_bins(packing) -> None:
-    ranges, bins, record_bytes, previous, slack = packing
-    packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack)
+    ranges, bins, record_bytes, previous, slack, spread = packing
+    packed = pack_bins(
+        ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack, spread=spread
+    )
     non_empty = [r for r in ranges if r.count > 0]
     assert Counter(r for b in packed for r in b) == Counter(non_empty)
     assert len(packed) <= bins
@@ -187,8 +189,10 @@ def test_every_non_empty_range_lands_in_exactly_one_of_at_most_bins_bins(packing
 
 @given(packings())
 def test_no_bin_exceeds_ideal_by_more_than_slack_plus_one_range(packing) -> None:
-    ranges, bins, record_bytes, previous, slack = packing
-    packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack)
+    ranges, bins, record_bytes, previous, slack, spread = packing
+    packed = pack_bins(
+        ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack, spread=spread
+    )
     if not packed:
         return
     weights = [_weight(r, record_bytes) for r in ranges if r.count > 0]
@@ -199,8 +203,10 @@ def test_no_bin_exceeds_ideal_by_more_than_slack_plus_one_range(packing) -> None
 
 @given(packings())
 def test_a_range_leaves_its_previous_bin_only_if_it_would_overload_it(packing) -> None:
-    ranges, bins, record_bytes, previous, slack = packing
-    packed = pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack)
+    ranges, bins, record_bytes, previous, slack, spread = packing
+    packed = pack_bins(
+        ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack, spread=spread
+    )
     if not packed:
         return
     loads = _loads(packed, record_bytes)
@@ -216,15 +222,17 @@ def test_a_range_leaves_its_previous_bin_only_if_it_would_overload_it(packing) -
 
 @given(packings())
 def test_repacking_with_the_last_assignment_keeps_it_when_it_fits(packing) -> None:
-    ranges, bins, record_bytes, _previous, slack = packing
-    first = pack_bins(ranges, bins, record_bytes=record_bytes, slack=slack)
+    ranges, bins, record_bytes, _previous, slack, spread = packing
+    first = pack_bins(ranges, bins, record_bytes=record_bytes, slack=slack, spread=spread)
     if not first:
         return
     loads = _loads(first, record_bytes)
     if max(loads) > (1 + slack) * sum(loads) / len(first) * (1 - EPS):
         return  # some bin is over the sticky limit: its ranges may move
     previous = {r.tp: i for i, b in enumerate(first) for r in b}
-    again = pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack)
+    again = pack_bins(
+        ranges, bins, record_bytes=record_bytes, previous=previous, slack=slack, spread=spread
+    )
     assert [set(b) for b in again] == [set(b) for b in first]
 
 
@@ -241,6 +249,29 @@ def test_pack_bins_is_largest_first_to_the_lightest_bin() -> None:
     packed = pack_bins(ranges, 2, record_bytes={(t, 0): 1.0 for t in "abcde"})
     # 7 -> bin 0; 5 -> bin 1; 4 -> bin 1 (5 < 7); 3 -> bin 0 (7 < 9); 1 -> bin 1 (9 < 10)
     assert _names(packed) == [["a", "d"], ["b", "c", "e"]]
+
+
+def test_spread_gives_live_partitions_beside_a_backlog_a_bin_each() -> None:
+    # A lease's first plan: eight partitions with a backlog of about 37,500 records each (not
+    # quite equal), eight with live traffic and nothing to catch up on (weight 1).
+    backlog = [PartitionRange("backlog", p, 0, 37_400 + 30 * p, "A.backlog") for p in range(8)]
+    live = [PartitionRange("live", p, 0, 1, "A.live") for p in range(8)]
+    sizes = {r.tp: 1.0 for r in backlog + live}
+    lpt = pack_bins(backlog + live, 8, record_bytes=sizes)
+    spread = pack_bins(backlog + live, 8, record_bytes=sizes, spread=True)
+    live_per_bin = [sum(r.topic == "live" for r in b) for b in spread]
+    assert live_per_bin == [1] * 8
+    assert [sum(r.topic == "backlog" for r in b) for b in spread] == [1] * 8
+    assert max(sum(r.topic == "live" for r in b) for b in lpt) == 8  # LPT: all in the lightest
+
+
+def test_spread_balances_counts_only_within_the_slack() -> None:
+    ranges = _ranges(a=100, b=10, c=10, d=10, e=10, f=10, g=10, h=10, i=10, j=10, k=10)
+    packed = pack_bins(ranges, 2, record_bytes={}, spread=True)
+    # ideal 100, within the slack 125: a goes first; the tens then alternate by count while
+    # bin 0 has room (110, 120), and the rest go to bin 1: counts 3 and 8, loads 120 and 80.
+    assert [sum(r.count for r in b) for b in packed] == [120, 80]
+    assert _names(packed)[0][0] == "a"
 
 
 def test_sticky_ranges_go_home_until_the_home_bin_is_full() -> None:

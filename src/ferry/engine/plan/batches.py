@@ -145,6 +145,7 @@ def pack_bins(
     record_bytes: Mapping[TP, float],
     previous: Mapping[TP, int] | None = None,
     slack: float = 0.25,
+    spread: bool = False,
 ) -> list[list[PartitionRange]]:
     """Pack non-empty ranges into at most `bins` bins balanced by estimated bytes.
 
@@ -153,6 +154,15 @@ def pack_bins(
     Sticky first: a range goes back to its previous bin while that bin stays within
     `(1 + slack)` of the ideal load. The rest go, largest first, to the lightest bin (LPT), so
     no bin exceeds the ideal load by more than `slack` plus one range.
+
+    `spread` (leases): the rest go, largest first, to the bin with the fewest ranges among
+    those that stay within `(1 + slack)` of the ideal with it, else to the lightest. A lease
+    is weighed by its partitions' lags at its start but lasts minutes: LPT would put every
+    partition with little lag (live traffic beside a backlog) into the one or two bins whose
+    backlog is a little lighter, for the whole lease. Spread, they get a task each where the
+    loads allow, and a task's consumer fetches fewer partitions (across a link its answers
+    are shorter). Same bound as LPT. A scan of the bins per range: a lease is planned once
+    per lease, not per batch.
     """
     work = [r for r in ranges if r.count > 0]
     if not work:
@@ -173,6 +183,19 @@ def pack_bins(
             loads[home] += w
         else:
             rest.append((w, r))
+    if spread:
+        counts = [len(b) for b in packed]
+        cap = ideal * (1 + slack)
+        for w, r in rest:
+            roomy = [i for i in range(bins) if loads[i] + w <= cap]
+            if roomy:
+                index = min(roomy, key=lambda i: (counts[i], loads[i], i))
+            else:
+                index = min(range(bins), key=lambda i: (loads[i], i))
+            packed[index].append(r)
+            loads[index] += w
+            counts[index] += 1
+        return packed
     lightest = [(load, index) for index, load in enumerate(loads)]
     heapq.heapify(lightest)  # ties: the lowest index, as min() over the bins in order
     for w, r in rest:

@@ -98,7 +98,7 @@ def lease_rows(
     bins_of = (
         bins_by_name(ranges, bins)
         if by_name
-        else pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous)
+        else pack_bins(ranges, bins, record_bytes=record_bytes, previous=previous, spread=True)
     )
     for bin_ranges in bins_of:
         rows: list[Row] = []
