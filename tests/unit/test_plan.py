@@ -265,6 +265,15 @@ def test_spread_gives_live_partitions_beside_a_backlog_a_bin_each() -> None:
     assert max(sum(r.topic == "live" for r in b) for b in lpt) == 8  # LPT: all in the lightest
 
 
+def test_spread_still_gives_a_lagging_partition_a_bin_of_its_own() -> None:
+    # The placement benchmark's backlog: 400,000 records on one partition, 40,000 on seven.
+    ranges = [PartitionRange("t", 0, 0, 400_000, "A.t")] + [
+        PartitionRange("t", p, 0, 40_000, "A.t") for p in range(1, 8)
+    ]
+    packed = pack_bins(ranges, 2, record_bytes={}, spread=True)
+    assert [[r.partition for r in b] for b in packed] == [[0], [1, 2, 3, 4, 5, 6, 7]]
+
+
 def test_spread_balances_counts_only_within_the_slack() -> None:
     ranges = _ranges(a=100, b=10, c=10, d=10, e=10, f=10, g=10, h=10, i=10, j=10, k=10)
     packed = pack_bins(ranges, 2, record_bytes={}, spread=True)
