@@ -23,6 +23,7 @@ __all__ = [
     "WAN_MAX_TASK_SLOTS",
     "WAN_ROUND_TRIP_MS",
     "WAN_TASKS_PER_CORE",
+    "is_far",
     "wan_consumer_settings",
     "wan_task_slots",
 ]
@@ -44,6 +45,12 @@ WAN_TASKS_PER_CORE = 4
 WAN_MAX_TASK_SLOTS = 32
 
 
+def is_far(round_trip_ms: float | None) -> bool:
+    """Whether a source measured `round_trip_ms` away (None: not measured) is across a
+    wide-area link."""
+    return round_trip_ms is not None and round_trip_ms >= WAN_ROUND_TRIP_MS
+
+
 def wan_task_slots(cores: int) -> int:
     """Task slots of a local Spark that copies from a far source on `cores` cores: a few
     per core, never fewer than the cores."""
@@ -56,6 +63,6 @@ def wan_consumer_settings(
 ) -> dict[str, str]:
     """The WAN settings the user did not set (`user_settings`: the cluster's consumer settings
     as configured), for a source `round_trip_ms` away; none when it is near or not measured."""
-    if round_trip_ms is None or round_trip_ms < WAN_ROUND_TRIP_MS:
+    if not is_far(round_trip_ms):
         return {}
     return {key: value for key, value in WAN_CONSUMER.items() if key not in user_settings}

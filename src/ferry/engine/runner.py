@@ -32,7 +32,7 @@ from ferry.engine.graph_watch import GraphWatch
 from ferry.engine.head_start import HeadStart, head_start_spec
 from ferry.engine.lease_signal_server import LeaseSignalServer
 from ferry.engine.lease_watch import AssignmentWatch
-from ferry.engine.link_settings import WAN_ROUND_TRIP_MS, wan_consumer_settings, wan_task_slots
+from ferry.engine.link_settings import is_far, wan_consumer_settings, wan_task_slots
 from ferry.engine.preflight import Retrier, check_copier, fence_flow, prepare
 from ferry.engine.rpo_watch import RpoMetrics, RpoWatch
 from ferry.engine.spark.cores import available_cores
@@ -271,7 +271,7 @@ class Runner:
         for alias in sorted({f.source for f in self.config.enabled_flows}):
             cluster = clusters[alias]
             measured = round_trip_ms(cluster.admin_config(), timeout=LINK_PROBE_TIMEOUT_SECONDS)
-            far = far or (measured is not None and measured >= WAN_ROUND_TRIP_MS)
+            far = far or is_far(measured)
             extra = wan_consumer_settings(measured, cluster.consumer_config())
             if not extra or measured is None:
                 continue

@@ -172,29 +172,27 @@ def pack_bins(
     # bin for every range was partitions x bins steps (10,000 x 64 on a cluster's slots).
     weights = [r.count * record_bytes.get(r.tp, DEFAULT_RECORD_BYTES) for r in work]
     ideal = sum(weights) / bins
+    limit = ideal * (1 + slack)  # where a bin stops taking ranges back (and spread ones)
     loads = [0.0] * bins
     packed: list[list[PartitionRange]] = [[] for _ in range(bins)]
     rest: list[tuple[float, PartitionRange]] = []
     homes = previous or {}
     for w, r in sorted(zip(weights, work, strict=True), key=itemgetter(0), reverse=True):
         home = homes.get((r.topic, r.partition))
-        if home is not None and home < bins and loads[home] + w <= ideal * (1 + slack):
+        if home is not None and home < bins and loads[home] + w <= limit:
             packed[home].append(r)
             loads[home] += w
         else:
             rest.append((w, r))
     if spread:
-        counts = [len(b) for b in packed]
-        cap = ideal * (1 + slack)
         for w, r in rest:
-            roomy = [i for i in range(bins) if loads[i] + w <= cap]
+            roomy = [i for i in range(bins) if loads[i] + w <= limit]
             if roomy:
-                index = min(roomy, key=lambda i: (counts[i], loads[i], i))
+                index = min(roomy, key=lambda i: (len(packed[i]), loads[i], i))
             else:
                 index = min(range(bins), key=lambda i: (loads[i], i))
             packed[index].append(r)
             loads[index] += w
-            counts[index] += 1
         return packed
     lightest = [(load, index) for index, load in enumerate(loads)]
     heapq.heapify(lightest)  # ties: the lowest index, as min() over the bins in order
