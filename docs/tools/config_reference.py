@@ -18,7 +18,11 @@ from typing import Any
 from ferry.config import keys as K
 from ferry.config import loader
 from ferry.config.model import SAFE_CONSUMER, SAFE_PRODUCER, ApiConfig, FerryConfig, FlowConfig
-from ferry.engine.copy.client_settings import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from ferry.engine.copy.client_settings import (
+    CONSUMER_DEFAULTS,
+    PRODUCER_DEFAULTS,
+    TRANSACTIONAL_PRODUCER_DEFAULTS,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "configuration" / "reference.md"
 SAME = "same key, same default"
@@ -410,7 +414,11 @@ def render() -> str:
     for key, value in CONSUMER_DEFAULTS.items():
         add(f"| consumer | `{key}` | `{value}` |")
     for key, value in PRODUCER_DEFAULTS.items():
-        add(f"| producer | `{key}` | `{value}` |")
+        exactly_once = TRANSACTIONAL_PRODUCER_DEFAULTS[key]
+        shown = f"`{value}`" + (
+            "" if exactly_once == value else f" (exactly-once: `{exactly_once}`)"
+        )
+        add(f"| producer | `{key}` | {shown} |")
     add("")
     forced = [f"consumer `{k}={v}`" for k, v in SAFE_CONSUMER.items()]
     forced += [f"producer `{k}={v}`" for k, v in SAFE_PRODUCER.items()]

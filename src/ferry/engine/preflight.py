@@ -144,7 +144,9 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, slots: int, retrying: Retr
             target_id,
         )
         tasks = [*(str(slot) for slot in range(slots)), HEAD_START_TASK]
-        fence_tasks(TransactionalSettings(producer_settings(target), ctx), tasks, ctx)
+        fence_tasks(
+            TransactionalSettings(producer_settings(target, transactional=True), ctx), tasks, ctx
+        )
 
     retrying(fence)
 

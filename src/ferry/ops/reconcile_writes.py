@@ -79,7 +79,7 @@ def replay(plan: ReconcilePlan, *, timeout: float = 10.0) -> Applied:
             timeout,
         )
         settings = transactional_settings(
-            producer_settings(target),
+            producer_settings(target, transactional=True),
             f"ferry-reconcile-{flow.source}-to-{flow.target}",
             TRANSACTION_TIMEOUT_MS,
         )

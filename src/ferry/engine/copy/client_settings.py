@@ -16,6 +16,7 @@ from ferry.config.model import ClusterConfig, FlowConfig
 __all__ = [
     "CONSUMER_DEFAULTS",
     "PRODUCER_DEFAULTS",
+    "TRANSACTIONAL_PRODUCER_DEFAULTS",
     "consumer_settings",
     "flow_group",
     "producer_settings",
@@ -35,12 +36,17 @@ CONSUMER_DEFAULTS = {
     "socket.receive.buffer.bytes": "1048576",
 }
 PRODUCER_DEFAULTS = {
-    # No linger: a copy is sent as soon as the producer's thread gets to it; with records
-    # flowing, batches fill while the previous request is in flight anyway. Measured against
-    # 10 ms (bench/results/linger-0.md, linger-10.md): p50 / p99 8 / 21 ms against 19 / 28 at
-    # 5,000 records/s, CPU share 0.17 against 0.19, a 2,000,000-record backlog in 17.1 CPU s
-    # against 20.7; exactly-once slices are acknowledged (and committed) a linger sooner.
-    "linger.ms": "0",
+    # One millisecond. librdkafka sends a produce request per partition, and its idempotent
+    # producer keeps one in flight per partition: with no linger, at 20,000 records/s of 1 KiB
+    # over 8 partitions, it sent 13,099 requests a second of 1.5 records each (the Java
+    # producer 563 for the same records), and every short stall of the target left each
+    # partition with records waiting behind its request. A millisecond makes the requests
+    # fewer and larger (bench/results/linger-1-sweep.md against latest.md, the same day:
+    # p99 16 against 32 ms at 20,000 records/s, 76 against 201 at 50,000, CPU share 0.20
+    # against 0.26 and 0.26 against 0.49) for 1 ms of p50 at 1,000 records/s. Not 10: a
+    # linger is waited at every rate (linger-0.md, linger-10.md: p50 8 against 19 ms at
+    # 5,000 records/s). Exactly-once writers keep none (below).
+    "linger.ms": "1",
     "batch.size": "1000000",
     "batch.num.messages": "10000",
     # Between datacenters the link is what costs: lz4 shrinks typical (JSON, text, Avro)
@@ -73,8 +79,18 @@ def consumer_settings(source: ClusterConfig, flow: FlowConfig) -> dict[str, str]
     }
 
 
-def producer_settings(target: ClusterConfig) -> dict[str, str]:
-    return {**PRODUCER_DEFAULTS, **target.producer_config()}
+# An exactly-once slice commits once its copies are acknowledged, so a linger delays every
+# commit by its length; at a 25 ms commit interval 1 ms raised the p99 at a read_committed
+# consumer in both sittings measured (bench/results/exactly-once-linger-1.md: 316 and 245
+# against 259 and 170 ms).
+TRANSACTIONAL_PRODUCER_DEFAULTS = {**PRODUCER_DEFAULTS, "linger.ms": "0"}
+
+
+def producer_settings(target: ClusterConfig, *, transactional: bool = False) -> dict[str, str]:
+    """The target's producer: ferry's defaults (a transactional writer's with `transactional`),
+    then the user's `B.producer.*`."""
+    defaults = TRANSACTIONAL_PRODUCER_DEFAULTS if transactional else PRODUCER_DEFAULTS
+    return {**defaults, **target.producer_config()}
 
 
 def transactional_settings(

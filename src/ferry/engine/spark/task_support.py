@@ -78,7 +78,7 @@ def transactional_producers(
     a new one)."""
     from ferry.engine.copy import worker_clients
 
-    settings = TransactionalSettings(producer_settings(spec.target), ctx)
+    settings = TransactionalSettings(producer_settings(spec.target, transactional=True), ctx)
 
     def producer_for(fresh: bool, parity: int = 0) -> Any:
         return worker_clients.transactional_producer(settings.for_task(task, parity), fresh)
