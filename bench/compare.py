@@ -1049,7 +1049,8 @@ def main() -> int:
             with local_clusters(work / "clusters") as bootstraps:
                 warm_up(bootstraps[0])
                 warm_up(bootstraps[1])
-                limits, copies, latencies, swept = run_all(args, bootstraps, work)
+                pair = (bootstraps[0], bootstraps[1])
+                limits, copies, latencies, swept = run_all(args, pair, work)
         else:
             bootstraps = (args.bootstrap_a, args.bootstrap_b)
             limits, copies, latencies, swept = run_all(args, bootstraps, work)
