@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ferry.config import FerryConfig, load_config
-from ferry.engine.copy.client_settings import consumer_settings, flow_group, producer_settings
+from ferry.engine.copy.client_settings import consumer_settings, flow_group
 from ferry.engine.copy.deliveries import DeliveryTracker
 from ferry.engine.copy.python_loop import copy_ranges
 from ferry.engine.copy.transactional import TransactionalSettings
@@ -181,7 +181,7 @@ def _zombie_with_partition_0(
     if recorded_slots:
         FlowState(flow_state_dir(cfg.state_dir, flow)).record_task_slots(recorded_slots)
     ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
-    settings = TransactionalSettings(producer_settings(cfg.clusters["B"], transactional=True), ctx)
+    settings = TransactionalSettings.of(cfg.clusters["B"], ctx)
     # As ferry's own: no default delivery callback (the copier gives callbacks where needed).
     zombie = Producer(quiet({**settings.for_task(slot, parity), **LONG_TRANSACTIONS}))
     zombie.init_transactions(30)
@@ -281,7 +281,7 @@ def test_once_fences_both_ids_of_every_task_slot_before_it_exits(
     create_topic(b, remote, PARTITIONS)
     cfg = load_config(config)
     ctx = CopyContext("A", a, cluster_id(a), "B", b, cluster_id(b))
-    settings = TransactionalSettings(producer_settings(cfg.clusters["B"], transactional=True), ctx)
+    settings = TransactionalSettings.of(cfg.clusters["B"], ctx)
     zombies = []
     for slot, p in (("0", 0), ("1", 2)):
         # Ten minutes, not ferry's 60 s: however slow the run, only a fence ends them.

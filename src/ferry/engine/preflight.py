@@ -125,7 +125,6 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, slots: int, retrying: Retr
     and of its head start, both parities, are fenced first (engine/copy/fencing.py), so no
     writer of an earlier run, killed or paused, commits after this run read the flow's
     positions, and no transaction such a run left open holds the target's consumers."""
-    from ferry.engine.copy.client_settings import producer_settings
     from ferry.engine.copy.fencing import fence_tasks
     from ferry.engine.copy.transactional import HEAD_START_TASK, TransactionalSettings
     from ferry.engine.copy.types import CopyContext
@@ -144,9 +143,7 @@ def fence_flow(config: FerryConfig, flow: FlowConfig, slots: int, retrying: Retr
             target_id,
         )
         tasks = [*(str(slot) for slot in range(slots)), HEAD_START_TASK]
-        fence_tasks(
-            TransactionalSettings(producer_settings(target, transactional=True), ctx), tasks, ctx
-        )
+        fence_tasks(TransactionalSettings.of(target, ctx), tasks, ctx)
 
     retrying(fence)
 

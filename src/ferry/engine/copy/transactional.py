@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ferry.engine.copy.client_settings import transactional_settings
+from ferry.config.model import ClusterConfig
+from ferry.engine.copy.client_settings import producer_settings, transactional_settings
 from ferry.engine.copy.types import CopyContext
 
 __all__ = [
@@ -78,6 +79,11 @@ class TransactionalSettings:
     def __init__(self, producer_settings: Mapping[str, str], ctx: CopyContext) -> None:
         self._base = dict(producer_settings)
         self._ctx = ctx
+
+    @classmethod
+    def of(cls, target: ClusterConfig, ctx: CopyContext) -> TransactionalSettings:
+        """For writers into `target`: ferry's transactional defaults, then the user's."""
+        return cls(producer_settings(target, transactional=True), ctx)
 
     def for_task(self, task: str, parity: int = 0) -> dict[str, str]:
         ctx = self._ctx

@@ -206,9 +206,7 @@ class MirrorSink(DataSourceStreamWriter):
         from ferry.engine.copy.fencing import fence_tasks
         from ferry.engine.copy.transactional import HEAD_START_TASK, TransactionalSettings
 
-        settings = TransactionalSettings(
-            producer_settings(self.spec.target, transactional=True), ctx
-        )
+        settings = TransactionalSettings.of(self.spec.target, ctx)
         try:
             fence_tasks(settings, [HEAD_START_TASK], ctx)
         except FerryError as exc:

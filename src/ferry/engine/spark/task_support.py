@@ -8,7 +8,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ferry.engine.copy.client_settings import producer_settings
 from ferry.engine.copy.transactional import HEAD_START_TASK, ProducerFor, TransactionalSettings
 from ferry.engine.copy.types import CopyContext, PartitionResult
 from ferry.engine.flow_spec import FlowSpec
@@ -78,7 +77,7 @@ def transactional_producers(
     a new one)."""
     from ferry.engine.copy import worker_clients
 
-    settings = TransactionalSettings(producer_settings(spec.target, transactional=True), ctx)
+    settings = TransactionalSettings.of(spec.target, ctx)
 
     def producer_for(fresh: bool, parity: int = 0) -> Any:
         return worker_clients.transactional_producer(settings.for_task(task, parity), fresh)
